@@ -1,1 +1,29 @@
-"""placeholder"""
+"""Batched chemical kinetics in torch.
+
+- :class:`ReactionNetwork` — species and mass-action reactions,
+- :func:`arrhenius` — rate constants from prefactors and activation energies,
+- :func:`integrate` — fixed-step RK4 for N reactors in one call (CPU or CUDA),
+- :func:`consecutive_first_order` — the analytic solution of A -> B -> C.
+"""
+
+from labtwin.simulators.kinetics.analytic import consecutive_first_order
+from labtwin.simulators.kinetics.network import (
+    GAS_CONSTANT,
+    Reaction,
+    ReactionNetwork,
+    Trajectory,
+    arrhenius,
+    default_device,
+    integrate,
+)
+
+__all__ = [
+    "GAS_CONSTANT",
+    "Reaction",
+    "ReactionNetwork",
+    "Trajectory",
+    "arrhenius",
+    "consecutive_first_order",
+    "default_device",
+    "integrate",
+]

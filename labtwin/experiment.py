@@ -1,0 +1,239 @@
+"""Experiments: what an agent proposes.
+
+A lab declares its experiment as a pydantic model. That one definition gives
+
+- validation with readable messages (:func:`parse_experiment`),
+- the JSON schema handed to an LLM as a tool (:func:`tool_schema`), and
+- a Gymnasium ``Box`` action space for numeric agents, with the map from a
+  vector in ``[-1, 1]^d`` back to an experiment (:class:`NumericView`).
+
+Numeric knobs are declared with :func:`knob`, which records bounds, unit and
+scale (linear or log) where both views can read them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Literal, get_args, get_origin
+
+import gymnasium as gym
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class Experiment(BaseModel):
+    """Base class for a lab's experiment model.
+
+    Unknown fields are rejected and NaN/inf are refused, so that a typo or a
+    broken number from an agent becomes an ``invalid`` measurement.
+    """
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+
+def knob(
+    low: float,
+    high: float,
+    *,
+    unit: str,
+    description: str,
+    log: bool = False,
+    default: Any = ...,
+) -> Any:
+    """A bounded numeric experiment field.
+
+    ``low``/``high`` are inclusive bounds in ``unit``; ``log=True`` makes the
+    numeric view move on a log scale (rate constants, times spanning decades).
+    """
+    if not low < high:
+        raise ValueError(f"knob bounds must satisfy low < high, got {low}, {high}")
+    if log and low <= 0:
+        raise ValueError("a log-scale knob needs low > 0")
+    return Field(
+        default,
+        ge=low,
+        le=high,
+        description=f"{description} [{unit}], between {low:g} and {high:g}",
+        json_schema_extra={"unit": unit, "scale": "log" if log else "linear"},
+    )
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """Why a proposed experiment could not be run."""
+
+    reason: str
+    raw: Any = None
+
+
+def _format_errors(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "experiment"
+        message = item["msg"]
+        if item["type"] == "extra_forbidden":
+            message = "unknown field"
+        elif item["type"] == "missing":
+            message = "field required"
+        value = item.get("input")
+        shown = "" if item["type"] == "missing" else f" (got {value!r})"
+        parts.append(f"{where}: {message}{shown}")
+    return "; ".join(parts)
+
+
+def parse_experiment(model: type[Experiment], proposal: Any) -> Experiment | Invalid:
+    """Turn a proposal (model instance, dict or JSON text) into a validated experiment.
+
+    Never raises for bad input: returns :class:`Invalid` with a readable reason.
+
+    >>> from pydantic import BaseModel
+    >>> class Heat(Experiment):
+    ...     temperature_K: float = knob(250, 400, unit="K", description="bath temperature")
+    >>> parse_experiment(Heat, '{"temperature_K": 300}')
+    Heat(temperature_K=300.0)
+    >>> parse_experiment(Heat, {"temperature_K": 900}).reason
+    'temperature_K: Input should be less than or equal to 400 (got 900)'
+    """
+    if isinstance(proposal, model):
+        return proposal
+    raw = proposal
+    if isinstance(proposal, (str, bytes)):
+        try:
+            proposal = json.loads(proposal)
+        except json.JSONDecodeError as err:
+            return Invalid(f"malformed JSON: {err.msg} at line {err.lineno} column {err.colno}", raw)
+    if isinstance(proposal, BaseModel):
+        proposal = proposal.model_dump()
+    if not isinstance(proposal, dict):
+        return Invalid(
+            f"an experiment must be a JSON object with fields {sorted(model.model_fields)}, "
+            f"got {type(proposal).__name__}",
+            raw,
+        )
+    try:
+        return model.model_validate(proposal)
+    except ValidationError as err:
+        return Invalid(_format_errors(err), raw)
+
+
+def tool_schema(model: type[Experiment]) -> dict[str, Any]:
+    """JSON schema of the experiment's arguments, ready for an OpenAI-style tool."""
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    schema["additionalProperties"] = False
+    return schema
+
+
+@dataclass(frozen=True)
+class _Axis:
+    name: str
+    kind: Literal["float", "int", "choice"]
+    low: float = 0.0
+    high: float = 1.0
+    log: bool = False
+    choices: tuple[Any, ...] = ()
+
+    def from_unit(self, u: float) -> Any:
+        """Map u in [-1, 1] to a field value."""
+        s = (u + 1.0) / 2.0
+        if self.kind == "choice":
+            index = min(int(s * len(self.choices)), len(self.choices) - 1)
+            return self.choices[index]
+        if self.log:
+            value = math.exp(math.log(self.low) + s * (math.log(self.high) - math.log(self.low)))
+        else:
+            value = self.low + s * (self.high - self.low)
+        value = min(max(value, self.low), self.high)
+        return int(round(value)) if self.kind == "int" else float(value)
+
+    def to_unit(self, value: Any) -> float:
+        """Map a field value to [-1, 1] (centre of the bin for choices)."""
+        if self.kind == "choice":
+            index = self.choices.index(value)
+            return 2.0 * (index + 0.5) / len(self.choices) - 1.0
+        if self.log:
+            s = (math.log(value) - math.log(self.low)) / (math.log(self.high) - math.log(self.low))
+        else:
+            s = (value - self.low) / (self.high - self.low)
+        return 2.0 * s - 1.0
+
+
+def _bounds(field: Any) -> tuple[float, float] | None:
+    low = high = None
+    for meta in field.metadata:
+        if getattr(meta, "ge", None) is not None:
+            low = float(meta.ge)
+        if getattr(meta, "gt", None) is not None:
+            low = float(meta.gt)
+        if getattr(meta, "le", None) is not None:
+            high = float(meta.le)
+        if getattr(meta, "lt", None) is not None:
+            high = float(meta.lt)
+    if low is None or high is None:
+        return None
+    return low, high
+
+
+class NumericView:
+    """The experiment model seen as a ``Box(-1, 1, (d,))`` action space.
+
+    Bounded float and int fields and ``Literal`` choices become one axis each;
+    a field without a numeric reading must have a default, which the numeric
+    view always uses (e.g. a SMILES string).
+    """
+
+    def __init__(self, model: type[Experiment]):
+        self.model = model
+        self.axes: list[_Axis] = []
+        self.fixed: dict[str, Any] = {}
+        for name, field in model.model_fields.items():
+            annotation = field.annotation
+            extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+            bounds = _bounds(field)
+            if get_origin(annotation) is Literal:
+                self.axes.append(_Axis(name, "choice", choices=tuple(get_args(annotation))))
+            elif annotation in (float, int) and bounds is not None:
+                kind = "int" if annotation is int else "float"
+                log = extra.get("scale") == "log"
+                self.axes.append(_Axis(name, kind, bounds[0], bounds[1], log))
+            elif not field.is_required():
+                self.fixed[name] = field.get_default(call_default_factory=True)
+            else:
+                raise TypeError(
+                    f"{model.__name__}.{name} has no numeric reading (bounded float/int or "
+                    "Literal) and no default; give it a default or override the task's numeric view"
+                )
+        self.space = gym.spaces.Box(-1.0, 1.0, shape=(len(self.axes),), dtype=np.float32)
+
+    @property
+    def names(self) -> list[str]:
+        return [axis.name for axis in self.axes]
+
+    def to_experiment(self, action: np.ndarray) -> Experiment | Invalid:
+        """Map a vector in ``[-1, 1]^d`` to an experiment; bad vectors are :class:`Invalid`."""
+        vector = np.asarray(action, dtype=np.float64).reshape(-1)
+        if vector.shape != (len(self.axes),):
+            return Invalid(f"action must have shape ({len(self.axes)},), got {vector.shape}", action)
+        if not np.all(np.isfinite(vector)):
+            bad = [self.axes[i].name for i in np.flatnonzero(~np.isfinite(vector))]
+            return Invalid(f"action is not finite for {bad}", action.tolist())
+        tol = 1e-6  # float32 round-off at the boundary
+        outside = np.flatnonzero((vector < -1 - tol) | (vector > 1 + tol))
+        if outside.size:
+            i = int(outside[0])
+            return Invalid(
+                f"action[{i}] ({self.axes[i].name}) = {vector[i]:.4g} lies outside [-1, 1]",
+                vector.tolist(),
+            )
+        values = {axis.name: axis.from_unit(float(np.clip(u, -1, 1))) for axis, u in zip(self.axes, vector)}
+        return parse_experiment(self.model, {**self.fixed, **values})
+
+    def to_vector(self, experiment: Experiment) -> np.ndarray:
+        """Map an experiment to its point in ``[-1, 1]^d``."""
+        return np.array(
+            [axis.to_unit(getattr(experiment, axis.name)) for axis in self.axes], dtype=np.float32
+        )

@@ -1,0 +1,156 @@
+"""Measurements: what a lab returns for one experiment.
+
+A measurement is returned for every proposal, good or bad: ``ok`` carries
+observables, ``invalid`` says why the proposal could not be run, ``failed``
+says why a valid experiment did not produce a result (the simulation blew up).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+Status = Literal["ok", "invalid", "failed"]
+
+
+@dataclass(frozen=True)
+class ObservableSpec:
+    """What a lab measures: name, unit, meaning, and a typical magnitude.
+
+    ``scale`` divides the value in the numeric observation, so that a network
+    sees numbers of order one.
+    """
+
+    name: str
+    unit: str
+    description: str
+    scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class Value:
+    """One measured value with its unit and standard uncertainty (1 sigma)."""
+
+    value: float
+    unit: str
+    uncertainty: float = 0.0
+
+    def __str__(self) -> str:
+        if self.uncertainty > 0:
+            return f"{self.value:.4g} ± {self.uncertainty:.2g} {self.unit}".rstrip()
+        return f"{self.value:.4g} {self.unit}".rstrip()
+
+
+@dataclass
+class Measurement:
+    """The outcome of one experiment.
+
+    Attributes:
+        status: ``ok``, ``invalid`` (the proposal was rejected) or ``failed``
+            (the experiment ran and produced no usable result).
+        observables: name -> :class:`Value`, empty unless ``ok``.
+        cost: what the experiment consumed, in ``cost_unit`` (simulated
+            instrument time, compute); invalid proposals cost nothing.
+        reason: a human-readable explanation for ``invalid`` and ``failed``.
+        experiment: the validated experiment as a dict (``None`` if invalid).
+        proposal: the raw proposal, kept for invalid ones so nothing is lost.
+        provenance: simulator, device, seed, package versions.
+        artifacts: name -> array (trajectories, time courses); the run store
+            writes them to files.
+    """
+
+    status: Status
+    observables: dict[str, Value] = field(default_factory=dict)
+    cost: float = 0.0
+    cost_unit: str = ""
+    reason: str = ""
+    experiment: dict[str, Any] | None = None
+    proposal: Any = None
+    provenance: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def __getitem__(self, name: str) -> float:
+        return self.observables[name].value
+
+    @classmethod
+    def invalid(cls, reason: str, proposal: Any = None, **provenance: Any) -> Measurement:
+        return cls("invalid", reason=reason, proposal=to_jsonable(proposal), provenance=provenance)
+
+    @classmethod
+    def failed(cls, reason: str, experiment: dict | None = None, **kw: Any) -> Measurement:
+        return cls("failed", reason=reason, experiment=experiment, **kw)
+
+    def to_dict(self, with_artifacts: bool = False) -> dict[str, Any]:
+        """JSON-ready dict; artifacts are listed by shape unless ``with_artifacts``."""
+        out: dict[str, Any] = {
+            "status": self.status,
+            "observables": {
+                k: {"value": v.value, "unit": v.unit, "uncertainty": v.uncertainty}
+                for k, v in self.observables.items()
+            },
+            "cost": self.cost,
+            "cost_unit": self.cost_unit,
+            "reason": self.reason,
+            "experiment": self.experiment,
+            "proposal": to_jsonable(self.proposal),
+            "provenance": to_jsonable(self.provenance),
+        }
+        out["artifacts"] = {k: list(np.shape(v)) for k, v in self.artifacts.items()}
+        if with_artifacts:
+            out["artifact_data"] = {k: np.asarray(v).tolist() for k, v in self.artifacts.items()}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Measurement:
+        return cls(
+            status=data["status"],
+            observables={k: Value(**v) for k, v in data.get("observables", {}).items()},
+            cost=data.get("cost", 0.0),
+            cost_unit=data.get("cost_unit", ""),
+            reason=data.get("reason", ""),
+            experiment=data.get("experiment"),
+            proposal=data.get("proposal"),
+            provenance=data.get("provenance", {}),
+            artifacts={k: np.asarray(v) for k, v in (data.get("artifact_data") or {}).items()},
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Measurement):
+            return NotImplemented
+        return self.to_dict(with_artifacts=True) == other.to_dict(with_artifacts=True)
+
+    def describe(self) -> str:
+        """One line a person (or an LLM) can read."""
+        if self.status != "ok":
+            return f"{self.status}: {self.reason}"
+        values = ", ".join(f"{k} = {v}" for k, v in self.observables.items())
+        cost = f" (cost {self.cost:.3g} {self.cost_unit})" if self.cost else ""
+        return values + cost
+
+
+def to_jsonable(value: Any) -> Any:
+    """Best-effort conversion of a proposal or provenance value to JSON types."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, np.ndarray):
+        return [to_jsonable(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        return to_jsonable(value.item())
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if hasattr(value, "model_dump"):
+        return to_jsonable(value.model_dump())
+    return repr(value)
