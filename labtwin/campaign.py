@@ -133,8 +133,9 @@ def _answer_record(campaign: Campaign, answer: Any, seed: int) -> Record:
         return Record(m, float(task.invalid_score), 0.0, None, kind="answer")
     history = [r.measurement for r in campaign.history]
     score = float(task.score_answer(parsed, campaign.conditions, history))
-    m = Measurement("ok", experiment={"answer": parsed.model_dump()},
-                    provenance={"task": task.id, "seed": seed})
+    m = Measurement(
+        "ok", experiment={"answer": parsed.model_dump()}, provenance={"task": task.id, "seed": seed}
+    )
     return Record(m, score, score, None, kind="answer")
 
 

@@ -1,4 +1,8 @@
-"""The ``labtwin`` command: list labs, describe one, run campaigns with a baseline agent."""
+"""The ``labtwin`` command: list labs, describe one, run campaigns with a baseline agent.
+
+The CLI is the application layer: unlike the rest of the core it may import
+``labtwin.rendering`` (lazily, inside commands).
+"""
 
 from __future__ import annotations
 
@@ -25,14 +29,16 @@ def tasks_command(
     rows = []
     for task_id in list_tasks():
         cls = type(load_task(task_id))
-        rows.append({
-            "id": task_id,
-            "experiment": list(cls.experiment_model.model_fields),
-            "observables": [o.name for o in cls.observables],
-            "budget": cls.default_budget,
-            "final_answer": cls.answer_model is not None,
-            "summary": (cls.__doc__ or "").strip().splitlines()[0],
-        })
+        rows.append(
+            {
+                "id": task_id,
+                "experiment": list(cls.experiment_model.model_fields),
+                "observables": [o.name for o in cls.observables],
+                "budget": cls.default_budget,
+                "final_answer": cls.answer_model is not None,
+                "summary": (cls.__doc__ or "").strip().splitlines()[0],
+            }
+        )
     if as_json:
         print(json.dumps(rows, indent=2))
         return
@@ -40,8 +46,13 @@ def tasks_command(
     for col in ("id", "summary", "experiment", "budget", "answer"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["id"], r["summary"], ", ".join(r["experiment"]), str(r["budget"]),
-                      "yes" if r["final_answer"] else "")
+        table.add_row(
+            r["id"],
+            r["summary"],
+            ", ".join(r["experiment"]),
+            str(r["budget"]),
+            "yes" if r["final_answer"] else "",
+        )
     console.print(table)
 
 
@@ -62,8 +73,13 @@ def describe_command(
         table.add_column(col)
     for name, prop in info["experiment_schema"]["properties"].items():
         lo, hi = prop.get("minimum", ""), prop.get("maximum", "")
-        table.add_row(name, prop.get("type", ""), f"{lo} .. {hi}" if lo != "" else "",
-                      prop.get("unit", ""), escape(prop.get("description", "")))
+        table.add_row(
+            name,
+            prop.get("type", ""),
+            f"{lo} .. {hi}" if lo != "" else "",
+            prop.get("unit", ""),
+            escape(prop.get("description", "")),
+        )
     console.print(table)
     obs = Table(title="observables")
     for col in ("name", "unit", "description"):
@@ -72,7 +88,9 @@ def describe_command(
         obs.add_row(o["name"], o["unit"], o["description"])
     console.print(obs)
     console.print(f"[bold]reward:[/] {info['reward']}")
-    console.print(f"[bold]budget:[/] {info['budget']} experiments; cost in {info['cost_unit'] or '-'}")
+    console.print(
+        f"[bold]budget:[/] {info['budget']} experiments; cost in {info['cost_unit'] or '-'}"
+    )
     if info["answer_schema"]:
         console.print(f"[bold]final answer:[/] {json.dumps(info['answer_schema']['properties'])}")
 
@@ -84,7 +102,9 @@ def run_command(
     campaigns: Annotated[int, typer.Option(min=1, help="number of campaigns")] = 4,
     seed: Annotated[int, typer.Option(help="campaign i uses seed + i")] = 0,
     budget: Annotated[int | None, typer.Option(min=1, help="experiments per campaign")] = None,
-    out: Annotated[Path | None, typer.Option(help="run directory (default runs/<task>-<agent>-<time>)")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="run directory (default runs/<task>-<agent>-<time>)")
+    ] = None,
     progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
 ) -> None:
     """Run campaigns of a lab with a baseline agent and record them in a run directory."""
@@ -97,15 +117,39 @@ def run_command(
     for col in ("campaign", "best score", "best experiment", "measured", "cost"):
         table.add_column(col)
     for s in summaries:
-        experiment = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                               for k, v in (s.best_experiment or {}).items())
+        experiment = ", ".join(
+            f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+            for k, v in (s.best_experiment or {}).items()
+        )
         measured = ", ".join(f"{k} = {v}" for k, v in list(s.best_observables.items())[:3])
-        table.add_row(str(s.campaign), f"{s.best_score:.4f}", experiment, measured,
-                      f"{s.cost:.3g} {s.cost_unit}")
+        table.add_row(
+            str(s.campaign),
+            f"{s.best_score:.4f}",
+            experiment,
+            measured,
+            f"{s.cost:.3g} {s.cost_unit}",
+        )
     console.print(table)
     mean = sum(s.best_score for s in summaries) / len(summaries)
     console.print(f"mean best score {mean:.4f} over {len(summaries)} campaigns")
     console.print(f"run written to [bold]{path}[/]")
+    from labtwin import runs
+    from labtwin.rendering.plots import save_campaign_plot  # the CLI composes subpackages
+
+    console.print(f"plot written to [bold]{save_campaign_plot(runs.load(path))}[/]")
+
+
+@app.command("plot")
+def plot_command(
+    run: Annotated[Path, typer.Argument(help="run directory")],
+    out: Annotated[Path | None, typer.Option(help="PNG path (default <run>/campaigns.png)")] = None,
+) -> None:
+    """Plot best score against experiments for every campaign of a run."""
+    from labtwin import runs
+    from labtwin.rendering.plots import save_campaign_plot
+
+    path = save_campaign_plot(runs.load(run), out)
+    console.print(f"plot written to [bold]{path}[/]")
 
 
 def _load(task: str):

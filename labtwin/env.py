@@ -63,8 +63,9 @@ class LabEnv(gym.Env):
         if self.render_mode != "rgb_array":
             return None
         history = self.campaign.history if self.campaign else []
-        return campaign_frame(self.task.id, [(r.score, r.measurement.status) for r in history],
-                              self.task.budget)
+        return campaign_frame(
+            self.task.id, [(r.score, r.measurement.status) for r in history], self.task.budget
+        )
 
 
 def step_info(campaign: Campaign, record: Any) -> dict[str, Any]:

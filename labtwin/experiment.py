@@ -103,7 +103,9 @@ def parse_experiment(model: type[Experiment], proposal: Any) -> Experiment | Inv
         try:
             proposal = json.loads(proposal)
         except json.JSONDecodeError as err:
-            return Invalid(f"malformed JSON: {err.msg} at line {err.lineno} column {err.colno}", raw)
+            return Invalid(
+                f"malformed JSON: {err.msg} at line {err.lineno} column {err.colno}", raw
+            )
     if isinstance(proposal, BaseModel):
         proposal = proposal.model_dump()
     if not isinstance(proposal, dict):
@@ -217,7 +219,9 @@ class NumericView:
         """Map a vector in ``[-1, 1]^d`` to an experiment; bad vectors are :class:`Invalid`."""
         vector = np.asarray(action, dtype=np.float64).reshape(-1)
         if vector.shape != (len(self.axes),):
-            return Invalid(f"action must have shape ({len(self.axes)},), got {vector.shape}", action)
+            return Invalid(
+                f"action must have shape ({len(self.axes)},), got {vector.shape}", action
+            )
         if not np.all(np.isfinite(vector)):
             bad = [self.axes[i].name for i in np.flatnonzero(~np.isfinite(vector))]
             return Invalid(f"action is not finite for {bad}", action.tolist())
@@ -229,7 +233,10 @@ class NumericView:
                 f"action[{i}] ({self.axes[i].name}) = {vector[i]:.4g} lies outside [-1, 1]",
                 vector.tolist(),
             )
-        values = {axis.name: axis.from_unit(float(np.clip(u, -1, 1))) for axis, u in zip(self.axes, vector)}
+        values = {
+            axis.name: axis.from_unit(float(np.clip(u, -1, 1)))
+            for axis, u in zip(self.axes, vector)
+        }
         return parse_experiment(self.model, {**self.fixed, **values})
 
     def to_vector(self, experiment: Experiment) -> np.ndarray:

@@ -20,7 +20,7 @@ import gymnasium as gym
 import numpy as np
 from rich.progress import Progress
 
-from labtwin.registry import short_id, make_vec
+from labtwin.registry import make_vec, short_id
 from labtwin.runs import RunStore
 
 
@@ -88,9 +88,14 @@ def run_campaigns(
         a.reset(env.single_action_space, seed + i)
     run_dir = Path(run_dir) if run_dir else default_run_dir(task_id, agent)
     config = {
-        "kind": "campaigns", "task": f"labtwin/{short_id(task_id)}", "agent": agent,
-        "agent_kwargs": agent_kwargs or {}, "task_kwargs": task_kwargs,
-        "n_campaigns": n_campaigns, "seed": seed, "budget": task.budget,
+        "kind": "campaigns",
+        "task": f"labtwin/{short_id(task_id)}",
+        "agent": agent,
+        "agent_kwargs": agent_kwargs or {},
+        "task_kwargs": task_kwargs,
+        "n_campaigns": n_campaigns,
+        "seed": seed,
+        "budget": task.budget,
     }
     env.reset(seed=seed)
     with RunStore(run_dir, config) as store, Progress(disable=not progress) as bar:
@@ -100,8 +105,14 @@ def run_campaigns(
             _, rewards, _, _, info = env.step(actions)
             for i, a in enumerate(agents):
                 a.observe(actions[i], float(info["score"][i]))
-                store.log_experiment(i, step, info["measurement"][i], float(info["score"][i]),
-                                     float(rewards[i]), agent=agent)
+                store.log_experiment(
+                    i,
+                    step,
+                    info["measurement"][i],
+                    float(info["score"][i]),
+                    float(rewards[i]),
+                    agent=agent,
+                )
             bar.advance(job, n_campaigns)
         summaries = [_summarise(i, c.history, task.cost_unit) for i, c in enumerate(env.campaigns)]
         for s in summaries:

@@ -84,8 +84,15 @@ class RunStore:
         }
         self._append(
             "experiments",
-            {"campaign": campaign, "step": step, "score": score, "reward": reward,
-             "measurement": record, "time": time.time(), **extra},
+            {
+                "campaign": campaign,
+                "step": step,
+                "score": score,
+                "reward": reward,
+                "measurement": record,
+                "time": time.time(),
+                **extra,
+            },
         )
 
     def log_campaign(self, campaign: int, **summary: Any) -> None:

@@ -125,7 +125,9 @@ class Task:
                 return self.answer_model.model_validate_json(answer)
             return self.answer_model.model_validate(answer)
         except ValidationError as err:
-            return Invalid(f"answer: {err.errors()[0]['msg']} ({err.error_count()} problem(s))", answer)
+            return Invalid(
+                f"answer: {err.errors()[0]['msg']} ({err.error_count()} problem(s))", answer
+            )
 
     def run(
         self,
@@ -153,8 +155,10 @@ class Task:
                 [np.random.default_rng(seeds[i]) for i in valid],
             )
             if len(measured) != len(valid):
-                raise RuntimeError(f"{type(self).__name__}.simulate returned {len(measured)} "
-                                   f"measurements for {len(valid)} experiments")
+                raise RuntimeError(
+                    f"{type(self).__name__}.simulate returned {len(measured)} "
+                    f"measurements for {len(valid)} experiments"
+                )
             for i, m in zip(valid, measured):
                 results[i] = self._finish(m, parsed[i], int(seeds[i]))
         return results  # type: ignore[return-value]
@@ -163,10 +167,13 @@ class Task:
         m.experiment = experiment.model_dump()
         m.cost_unit = m.cost_unit or self.cost_unit
         m.provenance = {"task": self.id, "seed": seed, **m.provenance}
-        m.provenance.setdefault("versions", package_versions())
+        m.provenance["versions"] = {**package_versions(), **m.provenance.get("versions", {})}
         if m.ok:
-            bad = [k for k, v in m.observables.items()
-                   if not (math.isfinite(v.value) and math.isfinite(v.uncertainty))]
+            bad = [
+                k
+                for k, v in m.observables.items()
+                if not (math.isfinite(v.value) and math.isfinite(v.uncertainty))
+            ]
             if bad:
                 m.status, m.reason = "failed", f"simulation produced non-finite values for {bad}"
         return m

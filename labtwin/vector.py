@@ -107,7 +107,11 @@ class VectorLabEnv(VectorEnv):
         if self.render_mode != "rgb_array":
             return None
         return tuple(
-            campaign_frame(f"{self.task.id} [{i}]",
-                           [(r.score, r.measurement.status) for r in c.history], self.task.budget)
-            for i, c in enumerate(self.campaigns) if c is not None
+            campaign_frame(
+                f"{self.task.id} [{i}]",
+                [(r.score, r.measurement.status) for r in c.history],
+                self.task.budget,
+            )
+            for i, c in enumerate(self.campaigns)
+            if c is not None
         )

@@ -143,7 +143,10 @@ class _ReactorBase(Task):
         return _perturbed(rng, self.kinetics_spread)
 
     def _measure_batch(
-        self, runs: list[dict[str, float]], conditions: list[dict[str, Any]], rngs: list[np.random.Generator]
+        self,
+        runs: list[dict[str, float]],
+        conditions: list[dict[str, Any]],
+        rngs: list[np.random.Generator],
     ) -> list[Measurement]:
         final, courses = run_reactors(
             np.array([r["temperature_K"] for r in runs]),
@@ -154,8 +157,11 @@ class _ReactorBase(Task):
             side_reaction=self.side_reaction,
             device=self.device,
         )
-        provenance = {"simulator": "labtwin.simulators.kinetics (RK4, float64)",
-                      "device": str(self.device), "versions": {"torch": torch.__version__}}
+        provenance = {
+            "simulator": "labtwin.simulators.kinetics (RK4, float64)",
+            "device": str(self.device),
+            "versions": {"torch": torch.__version__},
+        }
         out = []
         for run, conc, course, rng in zip(runs, final, courses, rngs):
             if not np.all(np.isfinite(conc)) or conc.min() < -1e-6 * run["feed_conc_mol_L"]:
@@ -167,16 +173,21 @@ class _ReactorBase(Task):
                 "yield_B": Value(float(measured[1] / feed), "", float(sigma[1] / feed)),
                 "conversion_A": Value(float(1.0 - measured[0] / feed), "", float(sigma[0] / feed)),
             }
-            observables.update({
-                f"conc_{s}": Value(float(v), "mol/L", float(e))
-                for s, v, e in zip(NETWORK.species, measured, sigma)
-            })
-            out.append(Measurement(
-                "ok", observables,
-                cost=(run["time_min"] + WORKUP_MIN) / 60.0,
-                provenance=dict(provenance),
-                artifacts={"time_course": course},
-            ))
+            observables.update(
+                {
+                    f"conc_{s}": Value(float(v), "mol/L", float(e))
+                    for s, v, e in zip(NETWORK.species, measured, sigma)
+                }
+            )
+            out.append(
+                Measurement(
+                    "ok",
+                    observables,
+                    cost=(run["time_min"] + WORKUP_MIN) / 60.0,
+                    provenance=dict(provenance),
+                    artifacts={"time_course": course},
+                )
+            )
         return out
 
 
@@ -195,7 +206,9 @@ class BatchReactor(_ReactorBase):
         ObservableSpec("conc_D", "mol/L", "dimer D from the side reaction 2A -> D"),
     )
     default_budget = 20
-    reward_description = "measured yield of B (0..1); a campaign's return is its best measured yield"
+    reward_description = (
+        "measured yield of B (0..1); a campaign's return is its best measured yield"
+    )
     brief = """
 You run a batch reactor. Feed A converts to the wanted product B (A -> B, sped
 up by a catalyst); B over-reacts to C (B -> C) and two molecules of A can
@@ -223,7 +236,9 @@ class RateRun(Experiment):
 
 class ActivationEnergy(BaseModel):
     activation_energy_kJ_mol: float = Field(
-        ge=0.0, le=500.0, allow_inf_nan=False,
+        ge=0.0,
+        le=500.0,
+        allow_inf_nan=False,
         description="estimated activation energy of A -> B [kJ/mol]",
     )
 
@@ -261,16 +276,21 @@ A -> B and submit it in kJ/mol. The answer scores exp(-|error| / 5 kJ/mol).
         # choose A1 so that k1(340 K) lies between 0.01 and 0.1 per minute
         k_340 = 10 ** rng.uniform(-2.0, -1.0)
         prefactor = k_340 * math.exp(energy / (GAS_CONSTANT * 340.0))
-        return {**NOMINAL, "prefactors": (prefactor, *NOMINAL["prefactors"][1:]),
-                "activation_energies": (energy, *NOMINAL["activation_energies"][1:])}
+        return {
+            **NOMINAL,
+            "prefactors": (prefactor, *NOMINAL["prefactors"][1:]),
+            "activation_energies": (energy, *NOMINAL["activation_energies"][1:]),
+        }
 
     def simulate(self, experiments, conditions, rngs):  # noqa: D102
-        runs = [{**e.model_dump(), "feed_conc_mol_L": 0.5, "catalyst_mol_pct": 0.0}
-                for e in experiments]
+        runs = [
+            {**e.model_dump(), "feed_conc_mol_L": 0.5, "catalyst_mol_pct": 0.0} for e in experiments
+        ]
         measured = self._measure_batch(runs, conditions, rngs)
         for m in measured:
-            m.observables = {k: v for k, v in m.observables.items()
-                             if k in ("conc_A", "conversion_A")}
+            m.observables = {
+                k: v for k, v in m.observables.items() if k in ("conc_A", "conversion_A")
+            }
         return measured
 
     def reward(self, measurement: Measurement, conditions: dict[str, Any]) -> float:

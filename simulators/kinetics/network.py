@@ -68,8 +68,10 @@ class ReactionNetwork:
         A reaction ``2A + B -> ...`` lists A twice and B once; the padding index
         ``S`` points at a column of ones, so a rate is ``k * prod(c_pad[:, idx])``.
         """
-        counts = [[self.species.index(s) for s, n in r.reactants.items() for _ in range(n)]
-                  for r in self.reactions]
+        counts = [
+            [self.species.index(s) for s, n in r.reactants.items() for _ in range(n)]
+            for r in self.reactions
+        ]
         width = max(1, max(len(c) for c in counts))
         pad = len(self.species)
         rows = [c + [pad] * (width - len(c)) for c in counts]

@@ -1,0 +1,63 @@
+"""Plots of recorded runs (matplotlib, no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from labtwin.runs import Run
+
+
+def best_so_far(run: Run) -> dict[int, np.ndarray]:
+    """Per campaign, the best score after each experiment (in step order)."""
+    scores: dict[int, list[tuple[int, float]]] = {}
+    for r in run.experiments:
+        scores.setdefault(r["campaign"], []).append((r["step"], r["score"]))
+    return {c: np.maximum.accumulate([s for _, s in sorted(v)]) for c, v in scores.items()}
+
+
+def plot_campaigns(run: Run) -> Figure:
+    """Best score so far against experiments spent, one line per campaign and their mean."""
+    fig = Figure(figsize=(7, 4.5), dpi=100)
+    ax = fig.add_subplot()
+    curves = best_so_far(run)
+    for _c, curve in sorted(curves.items()):
+        ax.plot(np.arange(1, len(curve) + 1), curve, color="0.7", lw=1, label=None)
+    if curves:
+        length = min(len(c) for c in curves.values())
+        mean = np.mean([c[:length] for c in curves.values()], axis=0)
+        ax.plot(np.arange(1, length + 1), mean, color="C0", lw=2.5, label="mean of campaigns")
+        ax.legend(loc="lower right")
+    title = f"{run.config.get('task', '?')} · {run.config.get('agent', '')}"
+    ax.set(title=title, xlabel="experiments", ylabel="best score so far")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_time_course(run: Run, campaign: int, step: int) -> Figure:
+    """Concentration-time course of one recorded reactor run (``time_course`` artifact)."""
+    record = next(r for r in run.experiments if r["campaign"] == campaign and r["step"] == step)
+    course = run.artifact(record["measurement"]["artifacts"]["time_course"])
+    fig = Figure(figsize=(6, 4), dpi=100)
+    ax = fig.add_subplot()
+    for j, name in enumerate("ABCD"[: course.shape[1] - 1]):
+        ax.plot(course[:, 0], course[:, j + 1], label=name)
+    ax.set(
+        xlabel="time [min]",
+        ylabel="concentration [mol/L]",
+        title=f"campaign {campaign}, experiment {step + 1}",
+    )
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def save_campaign_plot(run: Run, path: str | Path | None = None) -> Path:
+    """Write :func:`plot_campaigns` as a PNG (default ``<run>/campaigns.png``)."""
+    path = Path(path) if path else run.path / "campaigns.png"
+    plot_campaigns(run).savefig(path)
+    return path
