@@ -19,6 +19,8 @@ store) is the core's job.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
 from typing import Any, ClassVar
@@ -40,6 +42,23 @@ def package_versions(*names: str) -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[name] = "unknown"
     return out
+
+
+@dataclass
+class AnalysisTool:
+    """A tool that computes from a campaign's measurements and costs no experiment.
+
+    ``function(arguments, history) -> str`` returns the text shown to the agent
+    (for example an equation-of-state fit over the measurements so far).
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    function: Callable[[dict[str, Any], list[Measurement]], str]
+
+    def run(self, arguments: dict[str, Any], history: list[Measurement]) -> str:
+        return str(self.function(arguments, history))
 
 
 class Task:
@@ -103,6 +122,10 @@ class Task:
         """Score a submitted final answer (labs with an ``answer_model``)."""
         raise NotImplementedError(f"{self.id} takes no final answer")
 
+    def analysis_tools(self) -> list[AnalysisTool]:
+        """Tools an LLM agent may call that cost no experiment (none by default)."""
+        return []
+
     def describe_conditions(self, conditions: dict[str, Any]) -> str:
         """What may be told about a campaign's conditions (nothing by default)."""
         return ""
@@ -111,6 +134,8 @@ class Task:
 
     def parse(self, proposal: Any) -> Experiment | Invalid:
         """Validate one proposal: model, dict, JSON text, or numeric vector."""
+        if isinstance(proposal, Invalid):
+            return proposal
         if isinstance(proposal, (np.ndarray, list, tuple)) and not isinstance(proposal, str):
             return self.numeric_view.to_experiment(np.asarray(proposal, dtype=np.float64))
         return parse_experiment(self.experiment_model, proposal)

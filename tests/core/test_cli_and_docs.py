@@ -91,3 +91,15 @@ def test_readme_commands_match_ci() -> None:
     commands = re.findall(r"```bash\n(.*?)\n```", readme, flags=re.S)
     test_command = next(c for c in commands if "pytest" in c)
     assert test_command in (ROOT / ".ci" / "run").read_text()
+
+
+def test_examples_run_in_smoke_mode(tmp_path) -> None:
+    for script in sorted((ROOT / "examples").glob("*.py")):
+        done = subprocess.run(
+            [sys.executable, str(script), "--smoke", "--out", str(tmp_path / script.stem)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 0, f"{script.name} failed:\n{done.stderr[-3000:]}"
