@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# One short check on a CUDA machine: the GPU-marked MD tests, then the batched LJ benchmark
+# on CUDA (Warp) against ASE and OpenMM (CUDA platform and CPU), printed as tables.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -f .venv/bin/activate ]; then . .venv/bin/activate; fi
+
+python - <<'PY'
+import warp as wp
+wp.init()
+print("warp devices:", [str(d) for d in wp.get_devices()])
+from labtwin.simulators.md.openmm_engine import platform_name
+print("OpenMM platform:", platform_name())
+PY
+
+python -m pytest tests/simulators/test_md_gpu.py -m gpu -q -p no:cacheprovider
+python -m pytest tests/simulators/test_md_lj_warp.py tests/simulators/test_md_openmm.py -q -p no:cacheprovider
+
+python bench/md_lj.py --device cuda --systems 1024 --atoms 256 --steps 1000 \
+    --ase-systems 1 --openmm-systems 8 --openmm-platform CUDA
+python bench/md_lj.py --device cuda --systems 256 --atoms 512 --steps 1000 \
+    --ase-systems 1 --openmm-systems 8 --openmm-platform CPU

@@ -1,0 +1,391 @@
+"""Warp kernels for batched Lennard-Jones MD (reduced units), built once per float type.
+
+Every kernel runs over all atoms (or all systems, or all cells) of the whole batch in one
+launch. Systems are contiguous atom ranges ``sys_start[s]:sys_start[s+1]``.
+
+Neighbour lists are full (each pair stored for both atoms), so each thread writes only its
+own atom's force and no float atomics are needed. Each atom's neighbour row is sorted by atom
+index and pairs beyond the cutoff contribute exactly nothing, so forces (to the last bit) do
+not depend on when lists are rebuilt, on the list skin or on cells vs all-pairs search. That
+makes trajectories reproducible and a batched run identical to its systems run alone.
+
+This module must not use ``from __future__ import annotations``: Warp reads the annotations.
+"""
+
+import functools
+from types import SimpleNamespace
+
+import warp as wp
+
+
+@functools.cache
+def make_kernels(scalar: type) -> SimpleNamespace:
+    """Kernels for ``scalar`` = ``wp.float32`` or ``wp.float64``, in one Warp module each."""
+    vec3 = wp.types.vector(3, scalar)
+    module = f"labtwin_md_lj_{scalar.__name__}"
+
+    @wp.func
+    def min_image(d: vec3, box: vec3, periodic: int) -> vec3:
+        if periodic == 0:
+            return d
+        return vec3(
+            d[0] - box[0] * wp.round(d[0] / box[0]),
+            d[1] - box[1] * wp.round(d[1] / box[1]),
+            d[2] - box[2] * wp.round(d[2] / box[2]),
+        )
+
+    @wp.func
+    def cell_coord(x: scalar, length: scalar, n: int) -> int:
+        u = x / length - wp.floor(x / length)  # wrapped fractional coordinate in [0, 1)
+        c = int(u * scalar(n))
+        return wp.clamp(c, 0, n - 1)
+
+    @wp.kernel(enable_backward=False, module=module)
+    def reset_flags(rebuild: wp.array(dtype=wp.int32), value: int):
+        s = wp.tid()
+        rebuild[s] = value
+
+    @wp.kernel(enable_backward=False, module=module)
+    def check_displacement(
+        x: wp.array(dtype=vec3),
+        x_ref: wp.array(dtype=vec3),
+        atom_sys: wp.array(dtype=wp.int32),
+        half_skin2: wp.array(dtype=scalar),
+        rebuild: wp.array(dtype=wp.int32),
+    ):
+        # positions are never wrapped, so the raw difference is the true displacement
+        i = wp.tid()
+        s = atom_sys[i]
+        d = x[i] - x_ref[i]
+        if wp.dot(d, d) > half_skin2[s]:
+            rebuild[s] = 1
+
+    @wp.kernel(enable_backward=False, module=module)
+    def clear_cells(
+        cell_sys: wp.array(dtype=wp.int32),
+        rebuild: wp.array(dtype=wp.int32),
+        cell_count: wp.array(dtype=wp.int32),
+    ):
+        c = wp.tid()
+        if rebuild[cell_sys[c]] != 0:
+            cell_count[c] = 0
+
+    @wp.kernel(enable_backward=False, module=module)
+    def bin_atoms(
+        x: wp.array(dtype=vec3),
+        atom_sys: wp.array(dtype=wp.int32),
+        box: wp.array(dtype=vec3),
+        n_cells: wp.array(dtype=wp.vec3i),
+        cell_offset: wp.array(dtype=wp.int32),
+        rebuild: wp.array(dtype=wp.int32),
+        cell_count: wp.array(dtype=wp.int32),
+        cell_atoms: wp.array2d(dtype=wp.int32),
+        overflow: wp.array(dtype=wp.int32),
+    ):
+        i = wp.tid()
+        s = atom_sys[i]
+        nc = n_cells[s]
+        if rebuild[s] == 0 or nc[0] == 0:
+            return
+        b = box[s]
+        cx = cell_coord(x[i][0], b[0], nc[0])
+        cy = cell_coord(x[i][1], b[1], nc[1])
+        cz = cell_coord(x[i][2], b[2], nc[2])
+        cid = cell_offset[s] + (cx * nc[1] + cy) * nc[2] + cz
+        slot = wp.atomic_add(cell_count, cid, 1)
+        if slot < cell_atoms.shape[1]:
+            cell_atoms[cid, slot] = i
+        else:
+            wp.atomic_max(overflow, 0, 1)
+
+    @wp.kernel(enable_backward=False, module=module)
+    def build_neighbours(
+        x: wp.array(dtype=vec3),
+        atom_sys: wp.array(dtype=wp.int32),
+        sys_start: wp.array(dtype=wp.int32),
+        box: wp.array(dtype=vec3),
+        periodic: wp.array(dtype=wp.int32),
+        list_radius2: wp.array(dtype=scalar),
+        n_cells: wp.array(dtype=wp.vec3i),
+        cell_offset: wp.array(dtype=wp.int32),
+        cell_count: wp.array(dtype=wp.int32),
+        cell_atoms: wp.array2d(dtype=wp.int32),
+        rebuild: wp.array(dtype=wp.int32),
+        x_ref: wp.array(dtype=vec3),
+        nbr: wp.array2d(dtype=wp.int32),
+        nbr_count: wp.array(dtype=wp.int32),
+        overflow: wp.array(dtype=wp.int32),
+    ):
+        i = wp.tid()
+        s = atom_sys[i]
+        if rebuild[s] == 0:
+            return
+        xi = x[i]
+        x_ref[i] = xi
+        b = box[s]
+        per = periodic[s]
+        r2max = list_radius2[s]
+        capacity = nbr.shape[1]
+        n = int(0)  # noqa: UP018 - Warp needs int() for a variable mutated in loops
+        nc = n_cells[s]
+        if nc[0] == 0:
+            # all pairs of the system: rows come out sorted by atom index
+            for j in range(sys_start[s], sys_start[s + 1]):
+                if j != i:
+                    d = min_image(xi - x[j], b, per)
+                    if wp.dot(d, d) < r2max:
+                        if n < capacity:
+                            nbr[i, n] = j
+                        n += 1
+        else:
+            cx = cell_coord(xi[0], b[0], nc[0])
+            cy = cell_coord(xi[1], b[1], nc[1])
+            cz = cell_coord(xi[2], b[2], nc[2])
+            for ox in range(-1, 2):
+                for oy in range(-1, 2):
+                    for oz in range(-1, 2):
+                        ax = (cx + ox + nc[0]) % nc[0]
+                        ay = (cy + oy + nc[1]) % nc[1]
+                        az = (cz + oz + nc[2]) % nc[2]
+                        cid = cell_offset[s] + (ax * nc[1] + ay) * nc[2] + az
+                        count = wp.min(cell_count[cid], cell_atoms.shape[1])
+                        for k in range(count):
+                            j = cell_atoms[cid, k]
+                            if j != i:
+                                d = min_image(xi - x[j], b, per)
+                                if wp.dot(d, d) < r2max:
+                                    if n < capacity:
+                                        nbr[i, n] = j
+                                    n += 1
+            # insertion sort of the row by atom index (deterministic summation order)
+            m = wp.min(n, capacity)
+            for a in range(1, m):
+                key = nbr[i, a]
+                c = a - 1
+                while c >= 0:
+                    if nbr[i, c] > key:
+                        nbr[i, c + 1] = nbr[i, c]
+                        c -= 1
+                    else:
+                        break
+                nbr[i, c + 1] = key
+        if n > capacity:
+            wp.atomic_max(overflow, 1, n)
+            n = capacity
+        nbr_count[i] = n
+
+    @wp.kernel(enable_backward=False, module=module)
+    def lj_forces(
+        x: wp.array(dtype=vec3),
+        atom_sys: wp.array(dtype=wp.int32),
+        box: wp.array(dtype=vec3),
+        periodic: wp.array(dtype=wp.int32),
+        cutoff2: wp.array(dtype=scalar),
+        energy_shift: wp.array(dtype=scalar),
+        nbr: wp.array2d(dtype=wp.int32),
+        nbr_count: wp.array(dtype=wp.int32),
+        f: wp.array(dtype=vec3),
+        atom_energy: wp.array(dtype=scalar),
+        atom_virial: wp.array(dtype=scalar),
+    ):
+        # U = 4 (r^-12 - r^-6) for r < rc (minus the optional shift); each atom gets half of
+        # each pair energy and half of each pair virial r . F = 24 (2 r^-12 - r^-6).
+        i = wp.tid()
+        s = atom_sys[i]
+        xi = x[i]
+        b = box[s]
+        per = periodic[s]
+        rc2 = cutoff2[s]
+        shift = energy_shift[s]
+        fi = vec3(scalar(0.0), scalar(0.0), scalar(0.0))
+        e = scalar(0.0)
+        w = scalar(0.0)
+        for k in range(nbr_count[i]):
+            d = min_image(xi - x[nbr[i, k]], b, per)
+            r2 = wp.dot(d, d)
+            if r2 < rc2:
+                inv2 = scalar(1.0) / r2
+                inv6 = inv2 * inv2 * inv2
+                pair_virial = scalar(24.0) * inv6 * (scalar(2.0) * inv6 - scalar(1.0))
+                fi = fi + (pair_virial * inv2) * d
+                e = e + scalar(2.0) * inv6 * (inv6 - scalar(1.0)) - scalar(0.5) * shift
+                w = w + scalar(0.5) * pair_virial
+        f[i] = fi
+        atom_energy[i] = e
+        atom_virial[i] = w
+
+    @wp.kernel(enable_backward=False, module=module)
+    def langevin_baoa(
+        x: wp.array(dtype=vec3),
+        v: wp.array(dtype=vec3),
+        f: wp.array(dtype=vec3),
+        mass: wp.array(dtype=scalar),
+        atom_sys: wp.array(dtype=wp.int32),
+        sys_start: wp.array(dtype=wp.int32),
+        c1: wp.array(dtype=scalar),
+        c2: wp.array(dtype=scalar),
+        temperature: wp.array(dtype=scalar),
+        seed: wp.array(dtype=wp.int32),
+        step: wp.array(dtype=wp.int32),
+        dt: scalar,
+    ):
+        # B (half kick), A (half drift), O (exact Ornstein-Uhlenbeck), A (half drift) of BAOAB.
+        # With friction 0 (c1 = 1, c2 = 0) this is the first half of velocity Verlet (NVE).
+        i = wp.tid()
+        s = atom_sys[i]
+        inv_m = scalar(1.0) / mass[i]
+        half = scalar(0.5) * dt
+        vi = v[i] + (half * inv_m) * f[i]
+        xi = x[i] + half * vi
+        if c2[s] != scalar(0.0):
+            # counter-based RNG keyed by (system seed, step, atom index within the system)
+            key = wp.rand_init(seed[s], step[0])
+            rng = wp.rand_init(wp.int32(key), i - sys_start[s])
+            noise = vec3(scalar(wp.randn(rng)), scalar(wp.randn(rng)), scalar(wp.randn(rng)))
+            vi = c1[s] * vi + (c2[s] * wp.sqrt(temperature[s] * inv_m)) * noise
+        x[i] = xi + half * vi
+        v[i] = vi
+
+    @wp.kernel(enable_backward=False, module=module)
+    def kick(
+        v: wp.array(dtype=vec3),
+        f: wp.array(dtype=vec3),
+        mass: wp.array(dtype=scalar),
+        step: wp.array(dtype=wp.int32),
+        dt: scalar,
+    ):
+        # final B (half kick) of BAOAB / velocity Verlet; thread 0 advances the step counter
+        i = wp.tid()
+        v[i] = v[i] + (scalar(0.5) * dt / mass[i]) * f[i]
+        if i == 0:
+            step[0] = step[0] + 1
+
+    @wp.kernel(enable_backward=False, module=module)
+    def system_sums(
+        x: wp.array(dtype=vec3),
+        v: wp.array(dtype=vec3),
+        mass: wp.array(dtype=scalar),
+        atom_energy: wp.array(dtype=scalar),
+        atom_virial: wp.array(dtype=scalar),
+        x_origin: wp.array(dtype=vec3),
+        sys_start: wp.array(dtype=wp.int32),
+        row: int,
+        kinetic: wp.array2d(dtype=wp.float64),
+        potential: wp.array2d(dtype=wp.float64),
+        virial: wp.array2d(dtype=wp.float64),
+        msd: wp.array2d(dtype=wp.float64),
+    ):
+        # one thread per system, summing its atoms in order (deterministic), in float64
+        s = wp.tid()
+        ke = wp.float64(0.0)
+        pe = wp.float64(0.0)
+        vir = wp.float64(0.0)
+        d2 = wp.float64(0.0)
+        dsum = wp.vec3d(0.0, 0.0, 0.0)
+        for i in range(sys_start[s], sys_start[s + 1]):
+            vi = wp.vec3d(v[i])
+            ke += wp.float64(0.5) * wp.float64(mass[i]) * wp.dot(vi, vi)
+            pe += wp.float64(atom_energy[i])
+            vir += wp.float64(atom_virial[i])
+            d = wp.vec3d(x[i] - x_origin[i])
+            d2 += wp.dot(d, d)
+            dsum += d
+        n = wp.float64(sys_start[s + 1] - sys_start[s])
+        kinetic[row, s] = ke
+        potential[row, s] = pe
+        virial[row, s] = vir
+        # mean squared displacement about the system's centre of mass motion
+        msd[row, s] = d2 / n - wp.dot(dsum, dsum) / (n * n)
+
+    @wp.kernel(enable_backward=False, module=module)
+    def rdf_histogram(
+        x: wp.array(dtype=vec3),
+        atom_sys: wp.array(dtype=wp.int32),
+        sys_start: wp.array(dtype=wp.int32),
+        box: wp.array(dtype=vec3),
+        periodic: wp.array(dtype=wp.int32),
+        bin_width: scalar,
+        block: int,
+        hist: wp.array3d(dtype=wp.int32),
+    ):
+        # ordered pairs of each periodic system (integer atomics: order-independent)
+        i = wp.tid()
+        s = atom_sys[i]
+        if periodic[s] == 0:
+            return
+        n_bins = hist.shape[2]
+        for j in range(sys_start[s], sys_start[s + 1]):
+            if j != i:
+                d = min_image(x[i] - x[j], box[s], 1)
+                k = int(wp.length(d) / bin_width)
+                if k < n_bins:
+                    wp.atomic_add(hist, block, s, k, 1)
+
+    @wp.kernel(enable_backward=False, module=module)
+    def fire_system(
+        v: wp.array(dtype=vec3),
+        f: wp.array(dtype=vec3),
+        sys_start: wp.array(dtype=wp.int32),
+        dt_max: scalar,
+        dt_sys: wp.array(dtype=scalar),
+        alpha: wp.array(dtype=scalar),
+        n_positive: wp.array(dtype=wp.int32),
+        mix_v: wp.array(dtype=scalar),
+        mix_f: wp.array(dtype=scalar),
+        fmax: wp.array(dtype=scalar),
+    ):
+        # FIRE (Bitzek et al., PRL 97, 170201 (2006)): per-system power P = F.v decides whether
+        # to steer v along F and lengthen the step, or to stop and shorten it.
+        s = wp.tid()
+        power = scalar(0.0)
+        v2 = scalar(0.0)
+        f2 = scalar(0.0)
+        fm = scalar(0.0)
+        for i in range(sys_start[s], sys_start[s + 1]):
+            power += wp.dot(f[i], v[i])
+            v2 += wp.dot(v[i], v[i])
+            fi2 = wp.dot(f[i], f[i])
+            f2 += fi2
+            fm = wp.max(fm, fi2)
+        fmax[s] = wp.sqrt(fm)
+        a = alpha[s]
+        if power > scalar(0.0):
+            mix_v[s] = scalar(1.0) - a
+            mix_f[s] = a * wp.sqrt(v2 / wp.max(f2, scalar(1e-30)))
+            n_positive[s] = n_positive[s] + 1
+            if n_positive[s] > 5:
+                dt_sys[s] = wp.min(dt_sys[s] * scalar(1.1), dt_max)
+                alpha[s] = a * scalar(0.99)
+        else:
+            mix_v[s] = scalar(0.0)
+            mix_f[s] = scalar(0.0)
+            n_positive[s] = 0
+            dt_sys[s] = dt_sys[s] * scalar(0.5)
+            alpha[s] = scalar(0.1)
+
+    @wp.kernel(enable_backward=False, module=module)
+    def fire_atom(
+        x: wp.array(dtype=vec3),
+        v: wp.array(dtype=vec3),
+        f: wp.array(dtype=vec3),
+        mass: wp.array(dtype=scalar),
+        atom_sys: wp.array(dtype=wp.int32),
+        dt_sys: wp.array(dtype=scalar),
+        mix_v: wp.array(dtype=scalar),
+        mix_f: wp.array(dtype=scalar),
+        max_step: scalar,
+    ):
+        # mix velocities, then a semi-implicit Euler step with the displacement capped
+        i = wp.tid()
+        s = atom_sys[i]
+        h = dt_sys[s]
+        vi = mix_v[s] * v[i] + mix_f[s] * f[i]
+        vi = vi + (h / mass[i]) * f[i]
+        dx = h * vi
+        length = wp.length(dx)
+        if length > max_step:
+            dx = dx * (max_step / length)
+        x[i] = x[i] + dx
+        v[i] = vi
+
+    return SimpleNamespace(**{k: v for k, v in locals().items() if isinstance(v, wp.Kernel)})

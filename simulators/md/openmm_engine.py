@@ -1,0 +1,374 @@
+"""OpenMM engine: the reduced-unit LJ fluid (a cross-check of ``lj_warp``) and a TIP3P water
+box NPT protocol.
+
+Platform: CUDA, then OpenCL, then CPU, the first that can create a Context
+(:func:`select_platform`, :func:`platform_name`). Contexts are cached by system definition
+(kind, atom count, periodicity, cutoff, platform, integrator) and reused: later calls only set
+positions, velocities, box vectors and integrator/barostat parameters.
+
+Units: OpenMM's (nm, ps, kJ/mol, amu, K, bar). The LJ fluid maps reduced units through
+:class:`LJUnits` (argon-like sigma, epsilon, mass) and converts results back to reduced units.
+OpenMM is imported lazily.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from labtwin.simulators.md.observables import block_average
+from labtwin.simulators.md.state import MDState
+
+BOLTZMANN_KJ_PER_MOL_K = 0.008314462618  # k_B N_A
+BAR_PER_KJ_PER_MOL_NM3 = 16.6053907  # 1 kJ/mol/nm^3 in bar
+G_PER_CM3_PER_AMU_PER_NM3 = 1.66053907e-3  # 1 amu/nm^3 = 1.66054e-24 g / 1e-21 cm^3
+
+
+@dataclass(frozen=True)
+class LJUnits:
+    """Map reduced LJ units onto OpenMM units (default: argon, epsilon / k_B = 120 K)."""
+
+    sigma_nm: float = 0.3405
+    epsilon_kj_mol: float = 120.0 * BOLTZMANN_KJ_PER_MOL_K
+    mass_amu: float = 39.948
+
+    @property
+    def time_ps(self) -> float:
+        """tau = sigma sqrt(m / epsilon) in ps (amu nm^2 / ps^2 = kJ/mol)."""
+        return self.sigma_nm * np.sqrt(self.mass_amu / self.epsilon_kj_mol)
+
+    @property
+    def temperature_k(self) -> float:
+        """Kelvin per reduced temperature unit, epsilon / k_B."""
+        return self.epsilon_kj_mol / BOLTZMANN_KJ_PER_MOL_K
+
+    @property
+    def force_kj_mol_nm(self) -> float:
+        return self.epsilon_kj_mol / self.sigma_nm
+
+
+ARGON = LJUnits()
+
+
+def _openmm() -> Any:
+    import openmm
+
+    return openmm
+
+
+@functools.cache
+def select_platform() -> str:
+    """Name of the fastest OpenMM platform that works here: CUDA, OpenCL, then CPU.
+
+    ``LABTWIN_OPENMM_PLATFORM`` overrides the choice.
+    """
+    mm = _openmm()
+    forced = os.environ.get("LABTWIN_OPENMM_PLATFORM")
+    for name in [forced] if forced else ["CUDA", "OpenCL", "CPU", "Reference"]:
+        try:
+            platform = mm.Platform.getPlatformByName(name)
+            system = mm.System()
+            system.addParticle(1.0)
+            mm.Context(system, mm.VerletIntegrator(0.001), platform)
+            return name
+        except Exception:  # noqa: BLE001 - a platform that cannot make a Context is skipped
+            continue
+    raise RuntimeError("no usable OpenMM platform")
+
+
+def platform_name() -> str:
+    """The platform OpenMM engines use by default (see :func:`select_platform`)."""
+    return select_platform()
+
+
+# ---------------------------------------------------------------------- LJ fluid
+
+
+def lj_system(
+    n_atoms: int,
+    box_reduced: np.ndarray | None,
+    cutoff: float | None,
+    units: LJUnits = ARGON,
+) -> Any:
+    """An ``openmm.System`` of ``n_atoms`` LJ atoms (no charges, no switching, no dispersion
+    correction). ``box_reduced`` (3,) box edges in sigma, or None for an isolated cluster
+    (then ``cutoff`` None means the full potential). ``cutoff`` in sigma."""
+    mm = _openmm()
+    system = mm.System()
+    for _ in range(n_atoms):
+        system.addParticle(units.mass_amu)
+    force = mm.NonbondedForce()
+    for _ in range(n_atoms):
+        force.addParticle(0.0, units.sigma_nm, units.epsilon_kj_mol)
+    if box_reduced is not None:
+        a, b, c = (float(x) * units.sigma_nm for x in box_reduced)
+        system.setDefaultPeriodicBoxVectors(mm.Vec3(a, 0, 0), mm.Vec3(0, b, 0), mm.Vec3(0, 0, c))
+        force.setNonbondedMethod(mm.NonbondedForce.CutoffPeriodic)
+        force.setCutoffDistance(cutoff * units.sigma_nm)
+    elif cutoff is not None:
+        force.setNonbondedMethod(mm.NonbondedForce.CutoffNonPeriodic)
+        force.setCutoffDistance(cutoff * units.sigma_nm)
+    else:
+        force.setNonbondedMethod(mm.NonbondedForce.NoCutoff)
+    force.setUseSwitchingFunction(False)
+    force.setUseDispersionCorrection(False)
+    force.setReactionFieldDielectric(1.0)
+    system.addForce(force)
+    return system
+
+
+@dataclass
+class _CachedContext:
+    context: Any
+    integrator: Any
+
+
+class OpenMMLJ:
+    """LJ systems in OpenMM with cached Contexts (reduced units in and out).
+
+    Args:
+        cutoff: truncation radius for periodic systems (sigma), truncated, not shifted.
+        cluster_cutoff: radius for clusters, None for the full potential.
+        units: mapping between reduced and OpenMM units.
+        platform: OpenMM platform name; default :func:`select_platform`. Use "Reference"
+            for double precision.
+    """
+
+    def __init__(
+        self,
+        cutoff: float = 2.5,
+        cluster_cutoff: float | None = None,
+        units: LJUnits = ARGON,
+        platform: str | None = None,
+    ) -> None:
+        self.cutoff = cutoff
+        self.cluster_cutoff = cluster_cutoff
+        self.units = units
+        self.platform = platform or select_platform()
+        self._contexts: dict[tuple, _CachedContext] = {}
+
+    def _context(
+        self, n_atoms: int, box: np.ndarray | None, integrator: str, slot: int = 0
+    ) -> _CachedContext:
+        """Context for ``n_atoms`` (periodic if ``box`` is given), reused across calls."""
+        key = (n_atoms, box is not None, integrator, slot)
+        if key not in self._contexts:
+            mm = _openmm()
+            cutoff = self.cutoff if box is not None else self.cluster_cutoff
+            system = lj_system(n_atoms, box, cutoff, self.units)
+            if integrator == "langevin":
+                integ = mm.LangevinMiddleIntegrator(300.0, 1.0, 0.001)
+            else:
+                integ = mm.VerletIntegrator(0.001)
+            platform = mm.Platform.getPlatformByName(self.platform)
+            # energies/forces for cross-checks in double precision where the platform offers it
+            gpu = self.platform in ("CUDA", "OpenCL")
+            properties = {"Precision": "double"} if gpu and integrator == "energy" else {}
+            context = mm.Context(system, integ, platform, properties)
+            self._contexts[key] = _CachedContext(context, integ)
+        return self._contexts[key]
+
+    def _load(self, cached: _CachedContext, positions: np.ndarray, box: np.ndarray | None) -> None:
+        mm = _openmm()
+        s = self.units.sigma_nm
+        if box is not None:
+            a, b, c = (float(x) * s for x in box)
+            cached.context.setPeriodicBoxVectors(
+                mm.Vec3(a, 0, 0), mm.Vec3(0, b, 0), mm.Vec3(0, 0, c)
+            )
+        cached.context.setPositions(np.asarray(positions, dtype=np.float64) * s)
+
+    def _systems(self, state: MDState) -> list[tuple[int, int, np.ndarray | None]]:
+        host = state.numpy()
+        start = host.system_start()
+        return [
+            (int(start[k]), int(start[k + 1]), host.box[k] if host.periodic[k] else None)
+            for k in range(host.n_systems)
+        ]
+
+    def energy_forces(self, state: MDState) -> tuple[np.ndarray, np.ndarray]:
+        """Potential energy per system (epsilon, total, no tail correction) and forces
+        (n_atoms, 3) (epsilon / sigma), one cached Context per system shape."""
+        host = state.numpy()
+        energies = np.zeros(host.n_systems)
+        forces = np.zeros((host.n_atoms, 3))
+        for k, (a, b, box) in enumerate(self._systems(host)):
+            cached = self._context(b - a, box, "energy")
+            self._load(cached, host.positions[a:b], box)
+            result = cached.context.getState(getEnergy=True, getForces=True)
+            energies[k] = result.getPotentialEnergy()._value / self.units.epsilon_kj_mol
+            forces[a:b] = np.asarray(result.getForces(asNumpy=True)._value) / (
+                self.units.force_kj_mol_nm
+            )
+        return energies, forces
+
+    def run(
+        self,
+        state: MDState,
+        n_steps: int,
+        dt: float = 0.005,
+        temperature: float = 1.0,
+        friction: float = 1.0,
+        context_per_system: bool = False,
+    ) -> tuple[MDState, np.ndarray]:
+        """Advance each system ``n_steps`` (LangevinMiddle, or Verlet when friction is 0),
+        one after another. Returns the final state and potential energy per system (epsilon).
+
+        ``dt`` in tau, ``temperature`` T*, ``friction`` 1/tau. With ``context_per_system``
+        each system keeps its own Context (as a user looping over OpenMM would).
+        """
+        host = state.numpy()
+        out = host.astype(np.float64)
+        u = self.units
+        energies = np.zeros(host.n_systems)
+        kind = "langevin" if friction > 0 else "verlet"
+        for k, (a, b, box) in enumerate(self._systems(host)):
+            cached = self._context(b - a, box, kind, slot=k if context_per_system else 0)
+            integ = cached.integrator
+            integ.setStepSize(dt * u.time_ps)
+            if kind == "langevin":
+                integ.setTemperature(temperature * u.temperature_k)
+                integ.setFriction(friction / u.time_ps)
+            self._load(cached, host.positions[a:b], box)
+            velocity = np.asarray(host.velocities[a:b], dtype=np.float64)
+            cached.context.setVelocities(velocity * (u.sigma_nm / u.time_ps))
+            integ.step(n_steps)
+            result = cached.context.getState(getPositions=True, getVelocities=True, getEnergy=True)
+            out.positions[a:b] = result.getPositions(asNumpy=True)._value / u.sigma_nm
+            out.velocities[a:b] = result.getVelocities(asNumpy=True)._value * (
+                u.time_ps / u.sigma_nm
+            )
+            energies[k] = result.getPotentialEnergy()._value / u.epsilon_kj_mol
+        return out, energies
+
+
+# ---------------------------------------------------------------------- TIP3P water
+
+
+@dataclass
+class WaterDensityResult:
+    """Density of a TIP3P water box from an NPT run (g/cm^3) with its block standard error."""
+
+    density: float
+    density_stderr: float
+    density_series: np.ndarray  # (n_samples,) g/cm^3
+    potential_energy: float  # kJ/mol per molecule, mean over production
+    n_waters: int
+    temperature_k: float
+    pressure_bar: float
+    platform: str
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+_WATER_CACHE: dict[tuple, dict[str, Any]] = {}
+
+
+def _water_setup(box_nm: float, cutoff_nm: float, platform: str, seed: int) -> dict[str, Any]:
+    """Build (once per box size, cutoff and platform) the solvated topology, system,
+    integrator, barostat and Context."""
+    key = (box_nm, cutoff_nm, platform)
+    if key in _WATER_CACHE:
+        return _WATER_CACHE[key]
+    mm = _openmm()
+    from openmm import app, unit
+
+    forcefield = app.ForceField("amber14-all.xml", "amber14/tip3p.xml")
+    modeller = app.Modeller(app.Topology(), [])
+    modeller.addSolvent(forcefield, model="tip3p", boxSize=mm.Vec3(box_nm, box_nm, box_nm))
+    system = forcefield.createSystem(
+        modeller.topology,
+        nonbondedMethod=app.PME,
+        nonbondedCutoff=cutoff_nm * unit.nanometer,
+        constraints=app.HBonds,
+        rigidWater=True,
+    )
+    barostat = mm.MonteCarloBarostat(1.0, 300.0, 25)
+    barostat.setRandomNumberSeed(seed)
+    system.addForce(barostat)
+    integrator = mm.LangevinMiddleIntegrator(300.0, 1.0, 0.002)
+    integrator.setRandomNumberSeed(seed)
+    context = mm.Context(system, integrator, mm.Platform.getPlatformByName(platform))
+    masses = sum(system.getParticleMass(i)._value for i in range(system.getNumParticles()))
+    setup = {
+        "context": context,
+        "integrator": integrator,
+        "barostat": barostat,
+        "positions": modeller.positions,
+        "box": modeller.topology.getPeriodicBoxVectors(),
+        "total_mass_amu": masses,
+        "n_waters": modeller.topology.getNumResidues(),
+    }
+    _WATER_CACHE[key] = setup
+    return setup
+
+
+def water_npt_density(
+    temperature_k: float = 298.15,
+    pressure_bar: float = 1.0,
+    box_nm: float = 2.0,
+    cutoff_nm: float = 0.8,
+    equilibration_ps: float = 5.0,
+    production_ps: float = 10.0,
+    dt_fs: float = 2.0,
+    sample_every: int = 25,
+    n_blocks: int = 5,
+    friction_per_ps: float = 1.0,
+    seed: int = 0,
+    platform: str | None = None,
+) -> WaterDensityResult:
+    """TIP3P water box protocol: minimise, equilibrate NPT, then measure the density.
+
+    A cubic box of edge ``box_nm`` (2.0 nm holds ~270 waters) is filled by
+    ``Modeller.addSolvent`` with the Amber14 TIP3P force field shipped with OpenMM; PME
+    electrostatics (real-space ``cutoff_nm``, LJ with the default dispersion correction),
+    rigid water, LangevinMiddle thermostat and a MonteCarloBarostat at ``pressure_bar``
+    (volume moves every 25 steps). Each call starts from the same solvated box, reusing the
+    cached Context (only positions, box, velocities and parameters are reset).
+    """
+    mm = _openmm()
+    platform = platform or select_platform()
+    setup = _water_setup(box_nm, cutoff_nm, platform, seed)
+    context, integrator = setup["context"], setup["integrator"]
+    integrator.setTemperature(temperature_k)
+    integrator.setFriction(friction_per_ps)
+    integrator.setStepSize(dt_fs * 1e-3)
+    context.setParameter(mm.MonteCarloBarostat.Pressure(), pressure_bar)
+    context.setParameter(mm.MonteCarloBarostat.Temperature(), temperature_k)
+    context.setPeriodicBoxVectors(*setup["box"])
+    context.setPositions(setup["positions"])
+    mm.LocalEnergyMinimizer.minimize(context, 10.0, 500)
+    context.setVelocitiesToTemperature(temperature_k, seed)
+
+    steps_per_ps = int(round(1000.0 / dt_fs))
+    integrator.step(int(equilibration_ps * steps_per_ps))
+    n_samples = int(production_ps * steps_per_ps) // sample_every
+    density = np.zeros(n_samples)
+    energy = np.zeros(n_samples)
+    for k in range(n_samples):
+        integrator.step(sample_every)
+        s = context.getState(getEnergy=True)
+        volume = s.getPeriodicBoxVolume()._value  # nm^3
+        density[k] = setup["total_mass_amu"] / volume * G_PER_CM3_PER_AMU_PER_NM3
+        energy[k] = s.getPotentialEnergy()._value / setup["n_waters"]
+    mean, err = block_average(density, n_blocks)
+    return WaterDensityResult(
+        density=float(mean),
+        density_stderr=float(err),
+        density_series=density,
+        potential_energy=float(energy.mean()),
+        n_waters=setup["n_waters"],
+        temperature_k=temperature_k,
+        pressure_bar=pressure_bar,
+        platform=platform,
+        info={
+            "box_nm": box_nm,
+            "cutoff_nm": cutoff_nm,
+            "equilibration_ps": equilibration_ps,
+            "production_ps": production_ps,
+            "dt_fs": dt_fs,
+        },
+    )
