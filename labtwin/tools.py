@@ -253,9 +253,12 @@ class ChatLabEnv:
     def _append(
         conversation: Conversation, reply: str, call: ToolCall | CallError, result: str
     ) -> None:
+        # OpenAI convention: the call goes in tool_calls and the rest of the reply in
+        # content, so that a chat template renders the turn once
         message: dict[str, Any] = {"role": "assistant", "content": reply}
         name = call.name if isinstance(call, ToolCall) else "none"
         if isinstance(call, ToolCall):
+            message["content"] = _CALL.sub("", reply).strip()
             message["tool_calls"] = [
                 {"type": "function", "function": {"name": call.name, "arguments": call.arguments}}
             ]

@@ -1,0 +1,335 @@
+"""HFPolicy: a local Hugging Face causal LM as a sampling and training policy.
+
+Two jobs, both batched:
+
+- ``sample`` / ``generate``: chat conversations (or token ids) in, ``n``
+  completions per prompt out, each with its token ids, text and the per-token
+  log-probabilities it was sampled with (the "old" log-probs of GRPO).
+- ``logprobs``: the training forward pass; ``[B, T]`` log-probs of given
+  completions after given prompts, with their mask.
+
+Completions of the same prompt are consecutive, the layout
+``labtwin.agents.grpo.group_advantages`` expects. Prompts go in as token ids
+as well as chats, so a multi-turn rollout can append tokens without
+re-tokenising the history.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+import torch
+from torch import Tensor
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+from labtwin.agents.grpo.losses import selective_log_softmax, token_entropy
+
+Message = dict[str, Any]
+# A list of processors, or a factory making fresh (stateful) ones for each generate batch.
+LogitsProcessors = Sequence[LogitsProcessor] | Callable[[], Sequence[LogitsProcessor]]
+
+
+@dataclass
+class Completion:
+    """One sampled completion of one prompt."""
+
+    prompt_index: int
+    """Index of the prompt (conversation) in the request; ``n`` samples share it."""
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    """Generated tokens, including the stop token when one was generated."""
+    text: str
+    """``completion_ids`` decoded without special tokens (``<|im_end|>`` dropped)."""
+    logprobs: list[float]
+    """Per-token log pi(token) at sampling time, one per completion token."""
+    finish_reason: Literal["stop", "length"]
+
+
+class CompletionLogprobs(NamedTuple):
+    """Output of :meth:`HFPolicy.logprobs`."""
+
+    logprobs: Tensor
+    """``[B, T]`` log-probs of the completion tokens (0 at padding)."""
+    mask: Tensor
+    """``[B, T]`` bool, True at completion tokens, False at right padding."""
+    entropy: Tensor | None
+    """``[B, T]`` next-token entropy (no grad; 0 at padding), when asked for."""
+
+
+def default_device() -> torch.device:
+    """``cuda`` when a GPU is visible, else ``cpu``."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class HFPolicy:
+    """A ``transformers`` causal LM with its tokenizer, for rollouts and training.
+
+    Args:
+        model: any ``AutoModelForCausalLM`` model.
+        tokenizer: its tokenizer; must have a chat template for :meth:`sample`.
+        device: where the model runs; default :func:`default_device`.
+    """
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        device: str | torch.device | None = None,
+    ) -> None:
+        self.device = torch.device(device) if device is not None else default_device()
+        self.model = model.to(self.device)
+        self.tokenizer = tokenizer
+        self.stop_token_ids = _stop_token_ids(model, tokenizer)
+        pad = tokenizer.pad_token_id
+        self.pad_token_id = pad if pad is not None else self.stop_token_ids[0]
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str | Path,
+        device: str | torch.device | None = None,
+        dtype: torch.dtype | str = "auto",
+        **model_kwargs: Any,
+    ) -> HFPolicy:
+        """Load tokenizer and model from a local folder (never from a hub).
+
+        ``dtype="auto"`` keeps the dtype the weights were saved in.
+        """
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=dtype, local_files_only=True, **model_kwargs
+        )
+        return cls(model, tokenizer, device=device)
+
+    def encode_chats(
+        self, conversations: Sequence[Sequence[Message]], tools: Sequence[dict] | None = None
+    ) -> list[list[int]]:
+        """Render chats with the chat template (plus generation prompt) to token ids.
+
+        ``tools`` is an OpenAI-style tools list, shared by all conversations.
+        """
+        prompts = []
+        for messages in conversations:
+            text = self.tokenizer.apply_chat_template(
+                list(messages),
+                tools=list(tools) if tools else None,
+                tokenize=False,
+                add_generation_prompt=True,
+            )
+            prompts.append(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return prompts
+
+    def sample(
+        self,
+        conversations: Sequence[Sequence[Message]],
+        tools: Sequence[dict] | None = None,
+        n: int = 1,
+        **generate_kwargs: Any,
+    ) -> list[Completion]:
+        """``n`` completions for each chat; keyword arguments as :meth:`generate`."""
+        return self.generate(self.encode_chats(conversations, tools), n=n, **generate_kwargs)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompt_ids: Sequence[Sequence[int]],
+        n: int = 1,
+        max_new_tokens: int = 256,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        logits_processor: LogitsProcessors | None = None,
+        batch_size: int | None = None,
+        seed: int | None = None,
+    ) -> list[Completion]:
+        """Sample ``n`` completions per prompt, ``len(prompt_ids) * n`` in all.
+
+        Output order: the ``n`` samples of prompt 0, then of prompt 1, ...
+        Prompts are left-padded into batches of ``batch_size`` rows (all at
+        once by default); generation stops at the model's EOS token(s).
+
+        ``logprobs`` are ``log_softmax(raw_logits / temperature)`` at each
+        sampled token (temperature 1 when ``temperature == 0``, i.e. greedy):
+        before top-p/top-k truncation and before ``logits_processor``. That is
+        what :meth:`logprobs` recomputes, so the GRPO ratio is 1 on-policy.
+
+        Args:
+            prompt_ids: token ids of each prompt.
+            n: samples per prompt (the GRPO group size).
+            max_new_tokens: completion length limit.
+            temperature: softmax temperature; 0 means greedy decoding.
+            top_p: nucleus sampling mass (1 = off).
+            top_k: keep the k most likely tokens (0 = off).
+            logits_processor: extra ``transformers`` logits processors, or a
+                zero-argument factory called once per batch for stateful ones
+                (e.g. ``grammar.ToolCallGrammar``): the seam for constrained
+                decoding of tool calls. They run before temperature, top-k and
+                top-p.
+            batch_size: rows per ``generate`` call, to bound memory (the raw
+                logits of a batch, ``[rows, new_tokens, V]``, are kept).
+            seed: seeds torch's global RNG before sampling.
+        """
+        if seed is not None:
+            torch.manual_seed(seed)
+        config = GenerationConfig(
+            do_sample=temperature > 0,
+            temperature=temperature if temperature > 0 else None,
+            top_p=top_p if temperature > 0 else None,
+            top_k=top_k if temperature > 0 else None,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=self.stop_token_ids,
+            pad_token_id=self.pad_token_id,
+            return_dict_in_generate=True,
+            output_logits=True,
+        )
+        logprob_temperature = temperature if temperature > 0 else 1.0
+        rows = [(i, list(p)) for i, p in enumerate(prompt_ids) for _ in range(n)]
+        batch_size = batch_size or max(len(rows), 1)
+
+        completions = []
+        with _eval_mode(self.model):
+            for start in range(0, len(rows), batch_size):
+                batch = rows[start : start + batch_size]
+                input_ids, attention_mask = _left_pad([p for _, p in batch], self.pad_token_id)
+                out = self.model.generate(
+                    input_ids=input_ids.to(self.device),
+                    attention_mask=attention_mask.to(self.device),
+                    generation_config=config,
+                    logits_processor=_processors(logits_processor),
+                )
+                new_tokens = out.sequences[:, input_ids.shape[1] :]  # [rows, L]
+                step_logprobs = torch.stack(  # [rows, L], one step at a time to save memory
+                    [
+                        torch.log_softmax(logits.float() / logprob_temperature, dim=-1)
+                        .gather(-1, new_tokens[:, s : s + 1])
+                        .squeeze(-1)
+                        for s, logits in enumerate(out.logits)
+                    ],
+                    dim=1,
+                )
+                for row, (prompt_index, prompt) in enumerate(batch):
+                    completions.append(
+                        self._completion(prompt_index, prompt, new_tokens[row], step_logprobs[row])
+                    )
+        return completions
+
+    def logprobs(
+        self,
+        prompt_ids: Sequence[Sequence[int]],
+        completion_ids: Sequence[Sequence[int]],
+        temperature: float = 1.0,
+        with_entropy: bool = False,
+    ) -> CompletionLogprobs:
+        """Log-probs of each completion after its prompt: the training forward pass.
+
+        Rows are laid out as ``[left pad | prompt | completion | right pad]``, so
+        completion token ``t`` of every row sits in column ``t`` of the output.
+        Runs with gradients unless called under ``torch.no_grad()``; the
+        model's train/eval mode is left as the caller set it.
+
+        Args:
+            prompt_ids: ``B`` prompts (non-empty).
+            completion_ids: ``B`` completions.
+            temperature: divide the logits by it, as at sampling time.
+            with_entropy: also return per-token entropies (computed without grad).
+
+        Returns:
+            ``CompletionLogprobs(logprobs [B, T], mask [B, T], entropy [B, T] | None)``
+            with ``T`` the longest completion, on the policy's device.
+        """
+        prompt_len = max(len(p) for p in prompt_ids)
+        completion_len = max(max(len(c) for c in completion_ids), 1)
+        input_ids, attention_mask = [], []
+        for prompt, completion in zip(prompt_ids, completion_ids, strict=True):
+            left, right = prompt_len - len(prompt), completion_len - len(completion)
+            pad = self.pad_token_id
+            input_ids.append([pad] * left + list(prompt) + list(completion) + [pad] * right)
+            attention_mask.append([0] * left + [1] * (len(prompt) + len(completion)) + [0] * right)
+        input_ids = torch.tensor(input_ids, device=self.device)
+        attention_mask = torch.tensor(attention_mask, device=self.device)
+        position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
+
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            logits_to_keep=completion_len + 1,
+            use_cache=False,
+        )
+        # The logit at position j predicts token j + 1: drop the last one.
+        logits = out.logits[:, :-1, :] / temperature  # [B, T, V]
+        targets = input_ids[:, prompt_len:]  # [B, T]
+        mask = attention_mask[:, prompt_len:].bool()
+        logprobs = selective_log_softmax(logits, targets) * mask
+        entropy = None
+        if with_entropy:
+            with torch.no_grad():
+                entropy = token_entropy(logits, mask)
+        return CompletionLogprobs(logprobs, mask, entropy)
+
+    def _completion(
+        self, prompt_index: int, prompt: list[int], new_tokens: Tensor, logprobs: Tensor
+    ) -> Completion:
+        """Cut one generated row at its first stop token."""
+        tokens = new_tokens.tolist()
+        stops = [t for t, token in enumerate(tokens) if token in self.stop_token_ids]
+        length = stops[0] + 1 if stops else len(tokens)
+        ids = tokens[:length]
+        return Completion(
+            prompt_index=prompt_index,
+            prompt_ids=prompt,
+            completion_ids=ids,
+            text=self.tokenizer.decode(ids, skip_special_tokens=True),
+            logprobs=logprobs[:length].tolist(),
+            finish_reason="stop" if stops else "length",
+        )
+
+
+def _processors(logits_processor: LogitsProcessors | None) -> LogitsProcessorList:
+    if logits_processor is None:
+        return LogitsProcessorList()
+    if callable(logits_processor) and not isinstance(logits_processor, LogitsProcessor):
+        logits_processor = logits_processor()
+    elif isinstance(logits_processor, LogitsProcessor):
+        logits_processor = [logits_processor]
+    return LogitsProcessorList(logits_processor)
+
+
+def _stop_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """EOS ids from the model's generation config, else the tokenizer's EOS."""
+    eos = getattr(model.generation_config, "eos_token_id", None)
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    if eos is None:
+        raise ValueError("model and tokenizer define no EOS token to stop generation")
+    return [eos] if isinstance(eos, int) else list(eos)
+
+
+def _left_pad(sequences: Sequence[Sequence[int]], pad_token_id: int) -> tuple[Tensor, Tensor]:
+    """``[N, L]`` input ids left-padded with ``pad_token_id`` and their attention mask."""
+    length = max(len(s) for s in sequences)
+    ids = [[pad_token_id] * (length - len(s)) + list(s) for s in sequences]
+    mask = [[0] * (length - len(s)) + [1] * len(s) for s in sequences]
+    return torch.tensor(ids), torch.tensor(mask)
+
+
+@contextlib.contextmanager
+def _eval_mode(model: torch.nn.Module) -> Iterator[None]:
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
