@@ -88,6 +88,8 @@ class TrainConfig:
     """fixed evaluation campaigns before and after training"""
     hidden_size: int = 64
     """tiny model: hidden size"""
+    vocab_size: int = 1024
+    """tiny model: BPE vocabulary size (trained on the lab's texts)"""
     layers: int = 2
     """tiny model: transformer layers"""
     seed: int = 0
@@ -118,7 +120,13 @@ class TrainResult:
 
 def make_policy(cfg: TrainConfig) -> HFPolicy:
     if cfg.model == "tiny":
-        tokenizer = build_tiny_tokenizer()
+        # a tokenizer that knows the lab's words keeps prompts short
+        task = labtwin.load_task(cfg.task, budget=cfg.budget)
+        env = ChatLabEnv(task)
+        rng = np.random.default_rng(cfg.seed)
+        texts = [env.system_prompt(), json.dumps(env.tools)]
+        texts += [random_reply(task, rng, submit=False) for _ in range(64)]
+        tokenizer = build_tiny_tokenizer(cfg.vocab_size, extra_texts=texts)
         model = build_tiny_model(
             tokenizer,
             seed=cfg.seed,

@@ -1,7 +1,7 @@
-"""The ``labtwin`` command: list labs, describe one, run campaigns with a baseline agent.
+"""The ``labtwin`` command: list labs, describe one, run campaigns, train an LLM with GRPO.
 
 The CLI is the application layer: unlike the rest of the core it may import
-``labtwin.rendering`` (lazily, inside commands).
+``labtwin.rendering`` and ``labtwin.agents`` (lazily, inside commands).
 """
 
 from __future__ import annotations
@@ -137,6 +137,94 @@ def run_command(
     from labtwin.rendering.plots import save_campaign_plot  # the CLI composes subpackages
 
     console.print(f"plot written to [bold]{save_campaign_plot(runs.load(path))}[/]")
+
+
+@app.command("train")
+def train_command(
+    task: Annotated[str, typer.Option(help="lab id")] = "BatchReactor-v0",
+    model: Annotated[
+        str, typer.Option(help="'tiny' or a local Hugging Face model folder")
+    ] = "tiny",
+    steps: Annotated[int, typer.Option(min=0, help="GRPO steps")] = 30,
+    budget: Annotated[int, typer.Option(min=1, help="experiments per campaign")] = 2,
+    group_size: Annotated[int, typer.Option(min=2, help="campaigns per seed (GRPO group)")] = 8,
+    campaigns_per_step: Annotated[int, typer.Option(min=1, help="groups per step")] = 4,
+    learning_rate: Annotated[float | None, typer.Option(help="AdamW learning rate")] = None,
+    warmstart_steps: Annotated[int | None, typer.Option(help="supervised warm-start steps")] = None,
+    seed: Annotated[int, typer.Option(help="seed of everything")] = 0,
+    out: Annotated[Path | None, typer.Option(help="run directory")] = None,
+    resume: Annotated[bool, typer.Option(help="continue the run in --out")] = False,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="any TrainConfig field: key=value")
+    ] = None,
+    progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
+) -> None:
+    """Train an LLM with GRPO to run campaigns of a lab through tool calls."""
+    from dataclasses import fields
+
+    from labtwin import runs
+    from labtwin.agents.train import TrainConfig, train
+    from labtwin.rendering.plots import plot_training
+
+    _load(task)
+    cfg = TrainConfig(
+        task=task,
+        model=model,
+        steps=steps,
+        budget=budget,
+        group_size=group_size,
+        campaigns_per_step=campaigns_per_step,
+        seed=seed,
+        out=str(out) if out else None,
+        resume=resume,
+        progress=progress,
+    )
+    if learning_rate is not None:
+        cfg.learning_rate = learning_rate
+    if warmstart_steps is not None:
+        cfg.warmstart_steps = warmstart_steps
+    types = {f.name: f.type for f in fields(TrainConfig)}
+    for item in set_ or []:
+        key, _, value = item.partition("=")
+        if key not in types:
+            console.print(f"[red]unknown setting {key!r}; settings: {', '.join(types)}[/]")
+            raise typer.Exit(2)
+        setattr(cfg, key, _coerce(value, getattr(cfg, key)))
+    result = train(cfg)
+
+    table = Table(
+        title=f"GRPO on labtwin/{short_id(task)} · {cfg.eval_campaigns} evaluation campaigns"
+    )
+    for col in ("policy", "mean campaign reward", "valid tool calls"):
+        table.add_column(col)
+    rows = [
+        ("untrained", result.eval_before),
+        ("after warm start", result.eval_warm),
+        (f"after {cfg.steps} GRPO steps", result.eval_after),
+    ]
+    for name, ev in rows:
+        if ev:
+            table.add_row(
+                name,
+                f"{ev['reward_mean']:+.4f} ± {ev['reward_std']:.3f}",
+                f"{ev['valid_fraction']:.0%}",
+            )
+    console.print(table)
+    plot = result.run_dir / "training.png"
+    plot_training(runs.load(result.run_dir)).savefig(plot)
+    console.print(f"run written to [bold]{result.run_dir}[/] (plot: {plot})")
+
+
+def _coerce(text: str, current: object) -> object:
+    if isinstance(current, bool):
+        return text.lower() in ("1", "true", "yes", "on")
+    if isinstance(current, int):
+        return int(text)
+    if isinstance(current, float):
+        return float(text)
+    if current is None and text.lower() == "none":
+        return None
+    return text
 
 
 @app.command("plot")

@@ -61,3 +61,37 @@ def save_campaign_plot(run: Run, path: str | Path | None = None) -> Path:
     path = Path(path) if path else run.path / "campaigns.png"
     plot_campaigns(run).savefig(path)
     return path
+
+
+def plot_training(run: Run) -> Figure:
+    """GRPO reward per step, with the evaluations before and after training."""
+    train = [m for m in run.metrics if m.get("phase") == "train"]
+    evals = {m["phase"]: m for m in run.metrics if str(m.get("phase", "")).startswith("eval_")}
+    fig = Figure(figsize=(7, 4.5), dpi=100)
+    ax = fig.add_subplot()
+    if train:
+        steps = np.array([m["step"] for m in train])
+        mean = np.array([m["reward_mean"] for m in train])
+        std = np.array([m["reward_std"] for m in train])
+        ax.plot(steps, mean, color="C0", label="training campaigns (mean)")
+        ax.fill_between(steps, mean - std, mean + std, color="C0", alpha=0.15)
+    labels = {
+        "eval_untrained": "untrained",
+        "eval_warm_start": "after warm start",
+        "eval_trained": "after GRPO",
+    }
+    for k, (phase, label) in enumerate(labels.items()):
+        if phase in evals:
+            ax.axhline(
+                evals[phase]["eval_reward_mean"],
+                color=f"C{k + 1}",
+                ls="--",
+                label=f"eval {label}: {evals[phase]['eval_reward_mean']:.3f}",
+            )
+    ax.set(
+        title=f"GRPO on {run.config.get('task', '?')}", xlabel="GRPO step", ylabel="campaign reward"
+    )
+    ax.legend(loc="lower right", fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig

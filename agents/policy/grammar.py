@@ -116,9 +116,12 @@ class GrammarLogitsProcessor(LogitsProcessor):
         for row, matcher in enumerate(self.matchers):
             if not matcher.is_terminated():
                 matcher.fill_next_token_bitmask(self.bitmask, row)
+        # mask a copy: generate() keeps the raw logits it passed in (output_logits), and
+        # the sampling log-probs must be those of the unconstrained model
         if scores.device.type == "cuda":
-            xgr.apply_token_bitmask_inplace(scores, self.bitmask.to(scores.device))
-            return scores
-        masked = scores.to("cpu")
+            masked = scores.clone()
+            xgr.apply_token_bitmask_inplace(masked, self.bitmask.to(scores.device))
+            return masked
+        masked = scores.to("cpu", copy=True)
         xgr.apply_token_bitmask_inplace(masked, self.bitmask)
         return masked.to(scores.device)

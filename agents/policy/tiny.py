@@ -15,10 +15,20 @@ both to a folder that ``AutoTokenizer`` / ``AutoModelForCausalLM`` (and so
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import (
+    AddedToken,
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    trainers,
+)
 from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerFast, Qwen2Config
 
 PAD_TOKEN = "<|endoftext|>"
@@ -28,6 +38,10 @@ SPECIAL_TOKENS = [PAD_TOKEN, IM_START, IM_END]
 # Added as whole tokens but not "special": decoding with skip_special_tokens keeps them.
 TOOL_CALL_TOKENS = ["<tool_call>", "</tool_call>"]
 VOCAB_SIZE = 512
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 
 # ChatML with Hermes-style tool calls (the layout Qwen2.5 models use), so a
 # rollout that parses <tool_call> blocks works for the tiny model and real ones.
@@ -128,15 +142,28 @@ def tiny_corpus() -> list[str]:
     return [chat] * 8 + _TOOL_CALLS * 8 + [_WORDS] * 4 + [numbers]
 
 
-def build_tiny_tokenizer(vocab_size: int = VOCAB_SIZE) -> PreTrainedTokenizerFast:
+def build_tiny_tokenizer(
+    vocab_size: int = VOCAB_SIZE, extra_texts: Sequence[str] = ()
+) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE on :func:`tiny_corpus` and wrap it for ``transformers``.
+
+    ``extra_texts`` (for example a lab's brief and tool schemas) join the
+    corpus, so that the texts a model will see take fewer tokens.
 
     Byte-level: every string (JSON, SMILES, unicode) encodes and decodes back
     exactly. ``<|im_end|>`` is the end-of-turn/EOS token, ``<|endoftext|>``
     pads. Takes a few tens of milliseconds.
     """
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    # Qwen2's normaliser and pre-tokeniser: a saved tiny model reloads through
+    # AutoTokenizer as a Qwen2 tokenizer, which imposes them; identical ids either way
+    tokenizer.normalizer = normalizers.NFC()
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -144,7 +171,7 @@ def build_tiny_tokenizer(vocab_size: int = VOCAB_SIZE) -> PreTrainedTokenizerFas
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tokenizer.train_from_iterator(tiny_corpus(), trainer=trainer)
+    tokenizer.train_from_iterator(tiny_corpus() + list(extra_texts) * 4, trainer=trainer)
     tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_CALL_TOKENS])
     return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
