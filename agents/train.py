@@ -42,7 +42,7 @@ class TrainConfig:
     """lab id"""
     model: str = "tiny"
     """'tiny' (built from a config, no download) or a local Hugging Face model folder"""
-    steps: int = 40
+    steps: int = 20
     """GRPO steps"""
     campaigns_per_step: int = 4
     """distinct campaign seeds (GRPO groups) per step"""
@@ -78,7 +78,7 @@ class TrainConfig:
     """constrain replies to one schema-valid tool call (xgrammar); False: free text"""
     threads: int = 1
     """torch CPU threads (1 is fastest for the tiny model on a busy 2-core machine)"""
-    warmstart_steps: int = 60
+    warmstart_steps: int = 30
     """supervised steps on valid random proposals before GRPO (0: none)"""
     warmstart_batch: int = 16
     """campaigns per warm-start step"""

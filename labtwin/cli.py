@@ -145,7 +145,7 @@ def train_command(
     model: Annotated[
         str, typer.Option(help="'tiny' or a local Hugging Face model folder")
     ] = "tiny",
-    steps: Annotated[int, typer.Option(min=0, help="GRPO steps")] = 30,
+    steps: Annotated[int, typer.Option(min=0, help="GRPO steps")] = 20,
     budget: Annotated[int, typer.Option(min=1, help="experiments per campaign")] = 2,
     group_size: Annotated[int, typer.Option(min=2, help="campaigns per seed (GRPO group)")] = 8,
     campaigns_per_step: Annotated[int, typer.Option(min=1, help="groups per step")] = 4,
