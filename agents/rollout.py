@@ -98,6 +98,7 @@ def run_episodes(
     logits_processor: Sequence[Any] | None = None,
     replies: Callable[[list[int], ChatLabEnv], list[str]] | None = None,
     seed: int | None = None,
+    generate_kwargs: dict[str, Any] | None = None,
 ) -> tuple[list[Episode], RolloutTiming]:
     """Run ``len(seeds) * group_size`` campaigns to their end.
 
@@ -107,7 +108,8 @@ def run_episodes(
     warm-start data and tests): it gets the live conversation indices and the
     env and returns their reply texts; the model tokens are then the
     tokenised replies with log-prob 0. ``seed`` makes sampling reproducible
-    (turn ``k`` samples with ``seed + k``).
+    (turn ``k`` samples with ``seed + k``). ``generate_kwargs`` go to
+    ``policy.generate`` as they are (e.g. ``json_schema`` for vLLM).
     """
     env = ChatLabEnv(task, invalid_penalty=invalid_penalty)
     tokenizer = policy.tokenizer
@@ -132,8 +134,8 @@ def run_episodes(
                 n=1,
                 max_new_tokens=max_new_tokens,
                 temperature=temperature,
-                logits_processor=logits_processor,
                 seed=None if seed is None else seed + turn,
+                **{"logits_processor": logits_processor, **(generate_kwargs or {})},
             )
             texts = [o.text for o in outs]
             for i, o in zip(live, outs):

@@ -76,6 +76,8 @@ class TrainConfig:
     """sampling temperature for training and evaluation"""
     constrained: bool = True
     """constrain replies to one schema-valid tool call (xgrammar); False: free text"""
+    backend: Literal["hf", "vllm"] = "hf"
+    """generation engine: 'hf' (transformers, CPU or GPU) or 'vllm' (GPU, labtwin[vllm])"""
     threads: int = 1
     """torch CPU threads (1 is fastest for the tiny model on a busy 2-core machine)"""
     warmstart_steps: int = 30
@@ -184,21 +186,49 @@ def make_grammar(policy: HFPolicy, task: labtwin.Task, cfg: TrainConfig) -> Any:
     )
 
 
+def make_generator(
+    policy: HFPolicy, task: labtwin.Task, cfg: TrainConfig, run_dir: Path
+) -> tuple[Any, dict[str, Any]]:
+    """The engine that samples rollouts, and the keyword arguments of its ``generate``.
+
+    ``hf``: the training model itself, constrained by the xgrammar tool-call
+    grammar. ``vllm``: a vLLM engine loaded from the same weights (saved under
+    the run), constrained by vLLM's structured outputs, synced after each update.
+    """
+    if cfg.backend == "hf":
+        return policy, {"logits_processor": make_grammar(policy, task, cfg)}
+    from labtwin.agents.policy.vllm_policy import VLLMPolicy, tool_call_schema
+
+    path = run_dir / "generator_init"
+    policy.model.save_pretrained(path)
+    policy.tokenizer.save_pretrained(path)
+    generator = VLLMPolicy(str(path), seed=cfg.seed)
+    return generator, (
+        {"json_schema": tool_call_schema(lab_tools(task))} if cfg.constrained else {}
+    )
+
+
+def sync_generator(generator: Any, policy: HFPolicy) -> None:
+    """After an update, the generation engine samples from the new weights."""
+    if generator is not policy:
+        generator.load_weights(policy.model)
+
+
 def evaluate(
-    policy: HFPolicy, task: labtwin.Task, cfg: TrainConfig, seed: int, grammar: Any = None
+    generator: Any, task: labtwin.Task, cfg: TrainConfig, seed: int, gen_kwargs: dict[str, Any]
 ) -> dict[str, float]:
     """Mean campaign reward and share of valid calls on the fixed evaluation seeds."""
     seeds = [10_000_000 + i for i in range(cfg.eval_campaigns)]
     episodes, _ = run_episodes(
-        policy,
+        generator,
         task,
         seeds,
         1,
         cfg.invalid_penalty,
         cfg.max_new_tokens,
         cfg.temperature,
-        logits_processor=grammar,
         seed=seed,
+        generate_kwargs=gen_kwargs,
     )
     return summarise(episodes)
 
@@ -350,7 +380,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         else HFPolicy.from_pretrained(checkpoint, dtype=torch.float32)
     )
     optimizer = torch.optim.AdamW(policy.model.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
-    grammar = make_grammar(policy, task, cfg)
+    generator, gen_kwargs = make_generator(policy, task, cfg, run_dir)
     store = RunStore(
         run_dir,
         {"kind": "train", **asdict(cfg), "task": f"labtwin/{task.id}"},
@@ -368,12 +398,13 @@ def train(cfg: TrainConfig) -> TrainResult:
     with Progress(*columns, disable=not cfg.progress) as progress:
         if checkpoint is None:
             start_step, reference = 0, None
-            eval_before = evaluate(policy, task, cfg, cfg.seed, grammar)
+            eval_before = evaluate(generator, task, cfg, cfg.seed, gen_kwargs)
             store.log_metrics(0, phase="eval_untrained", **_prefixed(eval_before, "eval_"))
             eval_warm = None
             if cfg.warmstart_steps:
                 warm_start(policy, task, cfg, progress)
-                eval_warm = evaluate(policy, task, cfg, cfg.seed, grammar)
+                sync_generator(generator, policy)
+                eval_warm = evaluate(generator, task, cfg, cfg.seed, gen_kwargs)
                 store.log_metrics(0, phase="eval_warm_start", **_prefixed(eval_warm, "eval_"))
         else:
             state = torch.load(checkpoint / "trainer.pt", weights_only=False)
@@ -393,15 +424,15 @@ def train(cfg: TrainConfig) -> TrainResult:
                 for j in range(cfg.campaigns_per_step)
             ]
             episodes, timing = run_episodes(
-                policy,
+                generator,
                 task,
                 seeds,
                 cfg.group_size,
                 cfg.invalid_penalty,
                 cfg.max_new_tokens,
                 cfg.temperature,
-                grammar,
                 seed=cfg.seed * 7919 + step,
+                generate_kwargs=gen_kwargs,
             )
             rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float32)
             advantages = group_advantages(rewards, cfg.group_size, cfg.scale_std)
@@ -415,6 +446,8 @@ def train(cfg: TrainConfig) -> TrainResult:
                 if kept
                 else {}
             )
+            if kept:
+                sync_generator(generator, policy)
             t2 = time.perf_counter()
 
             metrics = {
@@ -459,7 +492,7 @@ def train(cfg: TrainConfig) -> TrainResult:
                     {"eval_before": eval_before, "eval_warm": eval_warm},
                 )
 
-        eval_after = evaluate(policy, task, cfg, cfg.seed, grammar)
+        eval_after = evaluate(generator, task, cfg, cfg.seed, gen_kwargs)
         store.log_metrics(cfg.steps, phase="eval_trained", **_prefixed(eval_after, "eval_"))
     store.close()
     (run_dir / "summary.json").write_text(
