@@ -651,7 +651,9 @@ def quench_lj(
         max_steps: FIRE iterations at most.
         dt_start, dt_max: initial and largest FIRE time step (tau).
         max_step: largest displacement of an atom in one iteration (sigma).
-        check_every: iterations between convergence checks (a host sync).
+        check_every: iterations between convergence checks (a host sync). A system found
+            converged at a check stops moving, so each system's result is the same as in a
+            run of its own (batch-independent, bit for bit).
     """
     engine = WarpLJ(state, cutoff=cutoff, cluster_cutoff=cluster_cutoff, device=device)
     wp, k, n_sys = engine.wp, engine.kernels, engine.n_systems
@@ -706,8 +708,15 @@ def quench_lj(
         if engine._grow_on_overflow():
             engine.rebuild_all()
         steps += check_every
-        if (force_max.numpy() < fmax).all():
+        done = force_max.numpy() < fmax
+        if done.all():
             break
+        if done.any():
+            # freeze converged systems (a zero FIRE step is a fixed point), so that each
+            # system stops where it would stop alone and its result is batch-independent
+            step_size = dt_sys.numpy()
+            step_size[done] = 0
+            dt_sys.assign(step_size)
     sums = engine.energies()
     forces = engine.forces()
     fmax_now = np.array(

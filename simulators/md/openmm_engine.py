@@ -267,9 +267,14 @@ class WaterDensityResult:
 _WATER_CACHE: dict[tuple, dict[str, Any]] = {}
 
 
+def _openmm_seed(seed: int) -> int:
+    """A nonzero OpenMM random seed from any int (OpenMM reads 0 as 'pick one at random')."""
+    return int(seed) % (2**31 - 2) + 1
+
+
 def _water_setup(box_nm: float, cutoff_nm: float, platform: str, seed: int) -> dict[str, Any]:
     """Build (once per box size, cutoff and platform) the solvated topology, system,
-    integrator, barostat and Context."""
+    integrator, barostat and Context (summing forces and energies in a fixed order)."""
     key = (box_nm, cutoff_nm, platform)
     if key in _WATER_CACHE:
         return _WATER_CACHE[key]
@@ -287,11 +292,17 @@ def _water_setup(box_nm: float, cutoff_nm: float, platform: str, seed: int) -> d
         rigidWater=True,
     )
     barostat = mm.MonteCarloBarostat(1.0, 300.0, 25)
-    barostat.setRandomNumberSeed(seed)
+    barostat.setRandomNumberSeed(_openmm_seed(seed))
     system.addForce(barostat)
     integrator = mm.LangevinMiddleIntegrator(300.0, 1.0, 0.002)
-    integrator.setRandomNumberSeed(seed)
-    context = mm.Context(system, integrator, mm.Platform.getPlatformByName(platform))
+    integrator.setRandomNumberSeed(_openmm_seed(seed))
+    # reproducible sums (otherwise threads add PME and energy terms in a varying order); on
+    # the CPU one thread, which for a few hundred waters is as fast as several
+    properties = {
+        "CUDA": {"DeterministicForces": "true"},
+        "CPU": {"DeterministicForces": "true", "Threads": "1"},
+    }.get(platform, {})
+    context = mm.Context(system, integrator, mm.Platform.getPlatformByName(platform), properties)
     masses = sum(system.getParticleMass(i)._value for i in range(system.getNumParticles()))
     setup = {
         "context": context,
@@ -304,6 +315,41 @@ def _water_setup(box_nm: float, cutoff_nm: float, platform: str, seed: int) -> d
     }
     _WATER_CACHE[key] = setup
     return setup
+
+
+def _reset_water_context(setup: dict[str, Any], seed: int) -> None:
+    """Give the cached Context fresh random streams: the integrator's and barostat's seeds
+    only take effect when a Context is (re)initialised, so without this a run would continue
+    the previous run's streams and depend on what ran before it."""
+    setup["integrator"].setRandomNumberSeed(_openmm_seed(seed))
+    setup["barostat"].setRandomNumberSeed(_openmm_seed(seed))
+    setup["context"].reinitialize()  # also resets Context parameters to their defaults
+
+
+_EQUILIBRATED_SEED = 12345
+
+
+def _equilibrated_start(setup: dict[str, Any], equilibrate_ps: float, dt_fs: float) -> Any:
+    """Positions and box of the solvated box after minimisation and ``equilibrate_ps`` of NPT
+    at 298.15 K and 1 bar (fixed seed), computed once per cached setup and length."""
+    key = ("equilibrated", equilibrate_ps, dt_fs)
+    if key not in setup:
+        mm = _openmm()
+        context, integrator = setup["context"], setup["integrator"]
+        _reset_water_context(setup, _EQUILIBRATED_SEED)
+        integrator.setTemperature(298.15)
+        integrator.setFriction(1.0)
+        integrator.setStepSize(dt_fs * 1e-3)
+        context.setParameter(mm.MonteCarloBarostat.Pressure(), 1.0)
+        context.setParameter(mm.MonteCarloBarostat.Temperature(), 298.15)
+        context.setPeriodicBoxVectors(*setup["box"])
+        context.setPositions(setup["positions"])
+        mm.LocalEnergyMinimizer.minimize(context, 10.0, 500)
+        context.setVelocitiesToTemperature(298.15, _EQUILIBRATED_SEED)
+        integrator.step(int(round(equilibrate_ps * 1000.0 / dt_fs)))
+        state = context.getState(getPositions=True)
+        setup[key] = (state.getPositions(), state.getPeriodicBoxVectors())
+    return setup[key]
 
 
 def water_npt_density(
@@ -319,6 +365,7 @@ def water_npt_density(
     friction_per_ps: float = 1.0,
     seed: int = 0,
     platform: str | None = None,
+    start_equilibrated_ps: float = 0.0,
 ) -> WaterDensityResult:
     """TIP3P water box protocol: minimise, equilibrate NPT, then measure the density.
 
@@ -328,24 +375,38 @@ def water_npt_density(
     rigid water, LangevinMiddle thermostat and a MonteCarloBarostat at ``pressure_bar``
     (volume moves every 25 steps). Each call starts from the same solvated box, reusing the
     cached Context (only positions, box, velocities and parameters are reset).
+
+    With ``start_equilibrated_ps`` > 0 a call starts instead from the box minimised and
+    equilibrated for that long at 298.15 K and 1 bar (computed once and cached), and skips
+    the minimisation: short runs then start near liquid density.
+
+    Reproducible: ``seed`` fixes the initial velocities and the thermostat's and barostat's
+    random streams (the Context is reinitialised with it on every call), so the same
+    arguments give the same result whatever ran before (on CUDA with deterministic forces).
     """
     mm = _openmm()
     platform = platform or select_platform()
     setup = _water_setup(box_nm, cutoff_nm, platform, seed)
     context, integrator = setup["context"], setup["integrator"]
+    if start_equilibrated_ps > 0:
+        positions, box = _equilibrated_start(setup, start_equilibrated_ps, dt_fs)
+    else:
+        positions, box = setup["positions"], setup["box"]
+    _reset_water_context(setup, seed)
     integrator.setTemperature(temperature_k)
     integrator.setFriction(friction_per_ps)
     integrator.setStepSize(dt_fs * 1e-3)
     context.setParameter(mm.MonteCarloBarostat.Pressure(), pressure_bar)
     context.setParameter(mm.MonteCarloBarostat.Temperature(), temperature_k)
-    context.setPeriodicBoxVectors(*setup["box"])
-    context.setPositions(setup["positions"])
-    mm.LocalEnergyMinimizer.minimize(context, 10.0, 500)
-    context.setVelocitiesToTemperature(temperature_k, seed)
+    context.setPeriodicBoxVectors(*box)
+    context.setPositions(positions)
+    if start_equilibrated_ps <= 0:
+        mm.LocalEnergyMinimizer.minimize(context, 10.0, 500)
+    context.setVelocitiesToTemperature(temperature_k, _openmm_seed(seed))
 
     steps_per_ps = int(round(1000.0 / dt_fs))
-    integrator.step(int(equilibration_ps * steps_per_ps))
-    n_samples = int(production_ps * steps_per_ps) // sample_every
+    integrator.step(int(round(equilibration_ps * steps_per_ps)))
+    n_samples = int(round(production_ps * steps_per_ps)) // sample_every
     density = np.zeros(n_samples)
     energy = np.zeros(n_samples)
     for k in range(n_samples):
@@ -370,5 +431,7 @@ def water_npt_density(
             "equilibration_ps": equilibration_ps,
             "production_ps": production_ps,
             "dt_fs": dt_fs,
+            "start_equilibrated_ps": start_equilibrated_ps,
+            "volume_nm3": float(setup["total_mass_amu"] / mean * G_PER_CM3_PER_AMU_PER_NM3),
         },
     )

@@ -1,0 +1,337 @@
+"""Lennard-Jones equation-of-state lab: pressure and energy of the LJ fluid from batched MD.
+
+An experiment is one NVT Langevin run of a periodic box of ``n_atoms`` LJ atoms (108 by
+default) at a chosen reduced temperature and density, in reduced units (epsilon = sigma =
+mass = k_B = 1). The potential is truncated at ``cutoff`` (the largest multiple of 0.05
+sigma up to 2.5 that fits half the densest box: 2.45 for 108 atoms) with the standard tail
+corrections (g(r) = 1 beyond the cutoff) added to pressure and energy. Each run equilibrates
+for ``equilibration_steps`` and then samples every 5 steps for ``n_blocks`` blocks of
+``block_steps`` steps; the observables are block averages and their error bars the
+standard error of the block means, so longer runs cost more and give smaller error bars.
+
+All experiments of a step are one :func:`~labtwin.simulators.md.lj_warp.run_lj` call (one
+Warp kernel launch per stage for all boxes, CUDA where present). The batch runs as long as
+its longest experiment; each box is read out over its own run length only. The engine's
+counter-based noise makes a box's trajectory independent of the rest of the batch, so a
+result never depends on what else was measured with it.
+
+Campaign: on an isotherm T_iso (1.8 to 2.4) find the density where the pressure equals a
+target P_target. Each measurement scores its expected closeness to the target (see
+:func:`~labtwin.tasks.md_common.target_closeness`, tolerance 0.05 + 5 % of P_target), times
+a Gaussian factor of width 0.05 in the distance of the run's temperature from the
+isotherm. A campaign may end with the density as a final answer, scored against the
+Johnson-Zollweg-Gubbins (1993) equation of state of the full LJ fluid.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+from scipy.optimize import brentq
+
+from labtwin import Experiment, Measurement, ObservableSpec, Task, Value, knob, register_task
+from labtwin.simulators.md import eos
+from labtwin.simulators.md.build import lj_fluid
+from labtwin.simulators.md.observables import block_average
+from labtwin.simulators.md.state import MDState
+from labtwin.task import AnalysisTool
+from labtwin.tasks.md_common import engine_versions, target_closeness
+
+TEMPERATURE_RANGE = (0.8, 3.0)  # T*, inside the JZG fit range 0.7 < T* < 6
+DENSITY_RANGE = (0.05, 0.9)  # rho*, fluid states
+ISOTHERMS = (1.8, 2.4)  # campaign isotherms: supercritical, pressure monotonic in density
+TARGET_DENSITIES = (0.45, 0.8)  # densities whose JZG pressure is a campaign's target
+SAMPLE_EVERY = 5  # MD steps between samples
+TEMPERATURE_TOLERANCE = 0.05  # width of the isotherm factor of the score (T*)
+ANSWER_TOLERANCE = 0.02  # width of the Gaussian answer score (rho*)
+MAX_ARTIFACT_ROWS = 200
+
+
+class EOSRun(Experiment):
+    """One NVT run of the LJ fluid."""
+
+    temperature: float = knob(
+        *TEMPERATURE_RANGE, unit="epsilon/k_B", description="reduced temperature T* of the run"
+    )
+    density: float = knob(
+        *DENSITY_RANGE, unit="sigma^-3", description="reduced number density rho* = N sigma^3 / V"
+    )
+    n_blocks: int = knob(
+        4,
+        40,
+        unit="blocks",
+        log=True,
+        description="production length in blocks of block_steps MD steps (25 by default, "
+        "dt = 0.005 tau); the error bars are the standard errors of the block means",
+    )
+
+
+class IsothermDensity(BaseModel):
+    """Final answer: the density at which the isotherm reaches the target pressure."""
+
+    density: float = Field(
+        ge=0.0,
+        le=1.5,
+        allow_inf_nan=False,
+        description="reduced density rho* where P*(rho*, T_iso) = P_target [sigma^-3]",
+    )
+
+
+def jzg_density_at_pressure(pressure: float, temperature: float) -> float:
+    """Density rho* of the JZG fluid with pressure P* at temperature T* (supercritical)."""
+    return float(brentq(lambda rho: float(eos.pressure(rho, temperature)) - pressure, 1e-6, 1.25))
+
+
+def fit_isotherm(arguments: dict[str, Any], history: list[Measurement]) -> str:
+    """Analysis tool: fit P*(rho*) on one isotherm and solve it for a target pressure.
+
+    Uses the campaign's ``ok`` runs within 0.05 of ``temperature``; a weighted
+    (1/sigma^2) polynomial of degree min(2, n - 1) in the density; the density
+    error comes from the fit's covariance propagated through the root.
+    """
+    temperature = float(arguments["temperature"])
+    target = float(arguments["target_pressure"])
+    points = [
+        (m.experiment["density"], m["pressure"], max(m.observables["pressure"].uncertainty, 1e-6))
+        for m in history
+        if m.ok and abs(m.experiment["temperature"] - temperature) <= TEMPERATURE_TOLERANCE
+    ]
+    if len(points) < 2:
+        return f"need at least 2 runs within 0.05 of T* = {temperature:g}; have {len(points)}"
+    rho, pressure, sigma = (np.array(v, dtype=float) for v in zip(*points))
+    degree = min(2, len(points) - 1)
+    coef, cov = np.polyfit(rho, pressure, degree, w=1 / sigma, cov="unscaled")
+    roots = [
+        r.real
+        for r in np.roots(coef - np.eye(degree + 1)[-1] * target)
+        if abs(r.imag) < 1e-12 and DENSITY_RANGE[0] - 0.1 <= r.real <= DENSITY_RANGE[1] + 0.1
+    ]
+    terms = " + ".join(f"{c:.4g} rho^{degree - k}" for k, c in enumerate(coef))
+    if not roots:
+        return f"fit P* = {terms}; it does not reach P* = {target:g} in the fluid range"
+    root = min(roots, key=lambda r: abs(r - rho.mean()))
+    slope = np.polyval(np.polyder(coef), root)
+    gradient = np.array([root ** (degree - k) for k in range(degree + 1)]) / slope
+    error = float(np.sqrt(max(gradient @ cov @ gradient, 0.0)))
+    return (
+        f"fit of {len(points)} runs at T* = {temperature:g}: P* = {terms}; "
+        f"P* = {target:g} at rho* = {root:.4f} ± {error:.4f}"
+    )
+
+
+def default_cutoff(n_atoms: int, max_density: float = DENSITY_RANGE[1]) -> float:
+    """Largest multiple of 0.05 sigma, at most 2.5, within half the edge of the densest box."""
+    half_edge = 0.5 * (n_atoms / max_density) ** (1 / 3)
+    return min(2.5, math.floor(half_edge * 20 + 1e-9) / 20)
+
+
+@register_task
+class LJEquationOfState(Task):
+    """Find the density at which an LJ isotherm reaches a target pressure."""
+
+    id = "LJEquationOfState-v0"
+    experiment_model = EOSRun
+    answer_model = IsothermDensity
+    observables = (
+        ObservableSpec("pressure", "epsilon/sigma^3", "virial pressure P*, tail-corrected"),
+        ObservableSpec(
+            "potential_energy", "epsilon", "potential energy per particle U*/N, tail-corrected"
+        ),
+        ObservableSpec("temperature", "epsilon/k_B", "kinetic temperature of the run"),
+    )
+    cost_unit = "atom-steps"
+    default_budget = 12
+    reward_description = (
+        "each run scores its expected closeness to the target pressure given its error bar "
+        "(Gaussian kernel, tolerance 0.05 + 5% of P_target), times exp(-dT^2 / (2 * 0.05^2)) "
+        "for a run off the isotherm; an optional final density answer scores "
+        "exp(-(rho - rho_JZG)^2 / (2 * 0.02^2)) against the Johnson-Zollweg-Gubbins EOS"
+    )
+    brief = """
+You run molecular dynamics of the Lennard-Jones fluid in reduced units (epsilon = sigma =
+mass = k_B = 1). Each experiment simulates a periodic box of 108 atoms (by default) at the temperature
+T* and density rho* you choose (Langevin thermostat, dt = 0.005 tau, potential truncated
+near 2.5 sigma with long-range tail corrections) and reports the pressure P*, the potential
+energy per particle and the kinetic temperature, each with the standard error of its block
+average. n_blocks sets the run length: longer runs cost more atom-steps and give smaller
+error bars. The runs are short, so the numbers carry statistical error and a small
+finite-size bias (about 1 % in P*).
+
+Goal: on the isotherm T_iso stated at the start of the campaign, find the density at which
+the pressure equals the target pressure P_target. A run scores its expected closeness to
+the target given its error bar (tolerance 0.05 + 5 % of P_target), reduced when its
+temperature is off the isotherm (width 0.05). You may end the campaign by submitting the
+density as a final answer; it scores exp(-(error / 0.02)^2 / 2) against the reference
+equation of state of the LJ fluid (Johnson, Zollweg and Gubbins 1993).
+"""
+
+    def __init__(
+        self,
+        budget: int | None = None,
+        n_atoms: int = 108,
+        block_steps: int = 25,
+        equilibration_steps: int = 200,
+        dt: float = 0.005,
+        friction: float = 1.0,
+        cutoff: float | None = None,
+        device: str | None = None,
+    ) -> None:
+        super().__init__(budget)
+        if n_atoms < 32:
+            raise ValueError(f"n_atoms must be at least 32, got {n_atoms}")
+        if block_steps < SAMPLE_EVERY or block_steps % SAMPLE_EVERY:
+            raise ValueError(f"block_steps must be a positive multiple of {SAMPLE_EVERY}")
+        if equilibration_steps < 0 or dt <= 0 or friction <= 0:
+            raise ValueError("equilibration_steps >= 0, dt > 0 and friction > 0 are required")
+        self.n_atoms = int(n_atoms)
+        self.block_steps = int(block_steps)
+        self.equilibration_steps = int(equilibration_steps)
+        self.dt = float(dt)
+        self.friction = float(friction)
+        self.cutoff = float(cutoff) if cutoff is not None else default_cutoff(self.n_atoms)
+        self._device = device
+
+    @property
+    def device(self) -> str:
+        if self._device is None:
+            from labtwin.simulators.md.lj_warp import default_device
+
+            self._device = default_device()
+        return self._device
+
+    # ---- campaign conditions -------------------------------------------------------
+
+    @staticmethod
+    def _conditions(temperature: float, density: float) -> dict[str, Any]:
+        target_pressure = round(float(eos.pressure(density, temperature)), 3)
+        return {
+            "temperature": temperature,
+            "target_pressure": target_pressure,
+            "target_density": jzg_density_at_pressure(target_pressure, temperature),
+        }
+
+    def nominal_conditions(self) -> dict[str, Any]:
+        return self._conditions(2.0, 0.6)
+
+    def sample_conditions(self, rng: np.random.Generator) -> dict[str, Any]:
+        temperature = round(float(rng.uniform(*ISOTHERMS)), 2)
+        return self._conditions(temperature, float(rng.uniform(*TARGET_DENSITIES)))
+
+    def describe_conditions(self, conditions: dict[str, Any]) -> str:
+        return (
+            f"Isotherm T_iso = {conditions['temperature']:.2f}; "
+            f"target pressure P_target = {conditions['target_pressure']:.3f}."
+        )
+
+    # ---- simulation ----------------------------------------------------------------
+
+    def simulate(self, experiments, conditions, rngs):  # noqa: D102 (documented on Task)
+        from labtwin.simulators.md.lj_warp import run_lj
+
+        seeds = np.array([rng.integers(0, 2**31, size=2) for rng in rngs])
+        state = MDState.concatenate(
+            [
+                lj_fluid(self.n_atoms, e.density, e.temperature, seed=int(s[0]))
+                for e, s in zip(experiments, seeds)
+            ]
+        )
+        blocks = np.array([e.n_blocks for e in experiments])
+        result = run_lj(
+            state,
+            int(blocks.max()) * self.block_steps,
+            dt=self.dt,
+            temperature=np.array([e.temperature for e in experiments]),
+            friction=self.friction,
+            seed=seeds[:, 1],
+            sample_every=SAMPLE_EVERY,
+            n_equilibration=self.equilibration_steps,
+            cutoff=self.cutoff,
+            device=self.device,
+        )
+        provenance = {
+            "simulator": "labtwin.simulators.md.lj_warp (BAOAB Langevin, float32)",
+            "device": result.device,
+            "n_atoms": self.n_atoms,
+            "cutoff": self.cutoff,
+            "dt": self.dt,
+            "versions": engine_versions("warp-lang"),
+        }
+        samples_per_block = self.block_steps // SAMPLE_EVERY
+        out = []
+        for i, e in enumerate(experiments):
+            n = int(e.n_blocks) * samples_per_block
+            series = {
+                name: result.series[name][:n, i]
+                for name in ("pressure", "potential_energy", "temperature")
+            }
+            cost = float(self.n_atoms * (self.equilibration_steps + e.n_blocks * self.block_steps))
+            if not all(np.all(np.isfinite(v)) for v in series.values()):
+                out.append(
+                    Measurement.failed(
+                        "the simulation blew up (non-finite energies or positions)",
+                        cost=cost,
+                        provenance=dict(provenance),
+                    )
+                )
+                continue
+            observables = {}
+            for spec in self.observables:
+                mean, err = block_average(series[spec.name], int(e.n_blocks))
+                observables[spec.name] = Value(float(mean), spec.unit, float(err))
+            stride = max(1, -(-n // MAX_ARTIFACT_ROWS))
+            time = result.time[:n:stride]
+            table = np.stack(
+                [time]
+                + [series[k][::stride] for k in ("temperature", "pressure", "potential_energy")],
+                axis=1,
+            )
+            out.append(
+                Measurement(
+                    "ok",
+                    observables,
+                    cost=cost,
+                    provenance=dict(provenance),
+                    artifacts={"series_t_T_P_U": table},
+                )
+            )
+        return out
+
+    def analysis_tools(self) -> list[AnalysisTool]:
+        parameters = {
+            "type": "object",
+            "properties": {
+                "temperature": {"type": "number", "description": "isotherm T*"},
+                "target_pressure": {"type": "number", "description": "pressure P* to solve for"},
+            },
+            "required": ["temperature", "target_pressure"],
+            "additionalProperties": False,
+        }
+        return [
+            AnalysisTool(
+                "fit_isotherm",
+                "Fit the measured pressures on an isotherm and "
+                "solve for the density at a target pressure (costs no experiment).",
+                parameters,
+                fit_isotherm,
+            )
+        ]
+
+    # ---- scores --------------------------------------------------------------------
+
+    def reward(self, measurement: Measurement, conditions: dict[str, Any]) -> float:
+        pressure = measurement.observables["pressure"]
+        target = conditions["target_pressure"]
+        closeness = target_closeness(
+            pressure.value, pressure.uncertainty, target, 0.05 + 0.05 * abs(target)
+        )
+        off = (measurement.experiment["temperature"] - conditions["temperature"]) / (
+            TEMPERATURE_TOLERANCE
+        )
+        return closeness * math.exp(-0.5 * off**2)
+
+    def score_answer(self, answer: IsothermDensity, conditions, history) -> float:
+        error = answer.density - conditions["target_density"]
+        return math.exp(-0.5 * (error / ANSWER_TOLERANCE) ** 2)

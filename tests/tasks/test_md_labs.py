@@ -1,0 +1,254 @@
+"""The molecular-dynamics labs: physics against references, error bars, costs, bad input."""
+
+from __future__ import annotations
+
+import doctest
+import math
+
+import numpy as np
+import pytest
+
+import labtwin
+from labtwin.simulators.md import eos
+from labtwin.simulators.md.build import CLUSTER_GLOBAL_MINIMA, clusters, random_cluster
+from labtwin.tasks import md_cluster, md_common, md_water
+from labtwin.tasks.md_common import target_closeness
+
+STATE = {"temperature": 2.0, "density": 0.5}
+
+
+def test_doctests_of_the_md_lab_modules() -> None:
+    for module in (md_common, md_cluster, md_water):
+        assert doctest.testmod(module).failed == 0
+
+
+def test_closeness_rewards_accuracy_and_precision() -> None:
+    assert target_closeness(1.0, 0.0, 1.0, 0.1) == 1.0
+    assert target_closeness(1.0, 0.1, 1.0, 0.1) == pytest.approx(2**-0.5)
+    assert target_closeness(1.1, 0.0, 1.0, 0.1) == pytest.approx(math.exp(-0.5))
+    assert target_closeness(1.0, 0.3, 1.0, 0.1) < target_closeness(1.0, 0.03, 1.0, 0.1)
+
+
+# ---------------------------------------------------------------- LJ equation of state
+
+
+def test_eos_pressure_and_energy_agree_with_jzg() -> None:
+    """8 independent boxes in one batched call, each 200 + 1000 steps of 108 atoms.
+
+    Tolerance: 4 combined standard errors (block errors of the 8 runs) plus the systematic
+    error of a 108-atom box truncated at 2.45 sigma with g = 1 tail corrections against the
+    EOS of the infinite, untruncated fluid (measured -0.015 in P*, -0.006 in U* at this
+    state with 8 x 4000 steps), allowed as 0.03 + 2 % in P* and 0.015 in U*.
+    """
+    task = labtwin.load_task("LJEquationOfState-v0")
+    runs = task.measure([{**STATE, "n_blocks": 40}] * 8, seed=2)
+    assert all(m.ok for m in runs)
+    for name, reference, systematic in (
+        ("pressure", float(eos.pressure(0.5, 2.0)), 0.03 + 0.02 * eos.pressure(0.5, 2.0)),
+        ("potential_energy", float(eos.internal_energy(0.5, 2.0)), 0.015),
+    ):
+        values = np.array([m[name] for m in runs])
+        stderr = math.sqrt(sum(m.observables[name].uncertainty ** 2 for m in runs)) / len(runs)
+        assert abs(values.mean() - reference) < 4 * stderr + systematic, (name, values, stderr)
+    temperature = np.array([m["temperature"] for m in runs]).mean()
+    assert temperature == pytest.approx(2.0, rel=0.02)  # Langevin thermostat, 8 short runs
+
+
+def test_longer_runs_cost_more_and_give_smaller_error_bars() -> None:
+    task = labtwin.load_task("LJEquationOfState-v0")
+    short = task.measure([{**STATE, "n_blocks": 4}] * 4, seed=3)
+    long = task.measure([{**STATE, "n_blocks": 40}] * 4, seed=3)
+    # block error ~ 1/sqrt(run length): expect ~0.32 for 10x longer; allow sampling noise
+    # of error estimates from 4 and 40 blocks
+    ratio = np.mean([m.observables["pressure"].uncertainty for m in long]) / np.mean(
+        [m.observables["pressure"].uncertainty for m in short]
+    )
+    assert ratio < 0.6
+    assert short[0].cost == 108 * (200 + 4 * 25) and long[0].cost == 108 * (200 + 40 * 25)
+    assert short[0].cost_unit == "atom-steps"
+    series = long[0].artifacts["series_t_T_P_U"]
+    assert series.shape == (200, 4) and series[-1, 0] == pytest.approx(1000 * 0.005)
+
+
+def test_runs_of_different_lengths_in_one_batch_equal_runs_alone() -> None:
+    task = labtwin.load_task("LJEquationOfState-v0")
+    experiments = [
+        {"temperature": 1.5, "density": 0.8, "n_blocks": 4},
+        {"temperature": 2.5, "density": 0.3, "n_blocks": 13},
+    ]
+    conditions = task.nominal_conditions()
+    together = task.run(experiments, [conditions] * 2, [5, 6])
+    alone = [task.run([e], [conditions], [s])[0] for e, s in zip(experiments, [5, 6])]
+    assert together == alone
+
+
+def test_eos_campaign_conditions_reward_and_answer() -> None:
+    task = labtwin.load_task("LJEquationOfState-v0")
+    conditions = task.sample_conditions(np.random.default_rng(4))
+    t, p = conditions["temperature"], conditions["target_pressure"]
+    assert 1.8 <= t <= 2.4 and 0.45 - 0.01 < conditions["target_density"] < 0.8 + 0.01
+    assert float(eos.pressure(conditions["target_density"], t)) == pytest.approx(p, abs=1e-9)
+    assert f"{t:.2f}" in task.describe_conditions(conditions)
+    assert f"{p:.3f}" in task.describe_conditions(conditions)
+
+    on_target = labtwin.Measurement(
+        "ok",
+        {"pressure": labtwin.Value(p, "epsilon/sigma^3", 0.0)},
+        experiment={"temperature": t, "density": 0.5, "n_blocks": 4},
+    )
+    assert task.reward(on_target, conditions) == pytest.approx(1.0)
+    off_isotherm = labtwin.Measurement(
+        "ok", on_target.observables, experiment={**on_target.experiment, "temperature": t + 0.05}
+    )
+    assert task.reward(off_isotherm, conditions) == pytest.approx(math.exp(-0.5))
+
+    env = labtwin.make("LJEquationOfState-v0")
+    env.reset(seed=4)
+    truth = env.unwrapped.campaign.conditions["target_density"]
+    _, reward, terminated, _, _ = env.step({"answer": {"density": truth + 0.02}})
+    assert terminated and reward == pytest.approx(math.exp(-0.5))
+
+
+def test_eos_bad_proposals_and_blow_ups() -> None:
+    task = labtwin.load_task("LJEquationOfState-v0")
+    out = task.measure(
+        [
+            {**STATE, "density": 1.5, "n_blocks": 4},
+            {**STATE, "n_blocks": 1000},
+            {**STATE, "temperature": float("nan"), "n_blocks": 4},
+        ]
+    )
+    assert [m.status for m in out] == ["invalid"] * 3
+    assert "density: Input should be less than or equal to 0.9" in out[0].reason
+    assert "n_blocks" in out[1].reason and out[0].cost == 0
+    # a time step 6x too long makes the dense fluid explode: failed, not raised, and charged
+    (m,) = labtwin.load_task("LJEquationOfState-v0", dt=0.03).measure(
+        [{"temperature": 3.0, "density": 0.9, "n_blocks": 4}]
+    )
+    assert m.status == "failed" and "blew up" in m.reason and m.cost > 0
+
+
+# ---------------------------------------------------------------- LJ cluster annealing
+
+
+def test_lj13_anneal_finds_the_global_minimum() -> None:
+    """8 anneals (40 stages of 250 steps, T* 0.3 -> 0.02) in one batch: some reach the
+    Mackay icosahedron, -44.326801 epsilon, within 1e-3 (float32 quench: ~2e-4)."""
+    task = labtwin.load_task("LJClusterAnneal-v0", stage_steps=250)
+    schedule = {"start_temperature": 0.3, "end_temperature": 0.02, "n_stages": 40}
+    out = task.measure([schedule] * 8, seed=3)
+    energies = np.array([m["energy"] for m in out])
+    best = out[int(np.argmin(energies))]
+    assert abs(best["energy"] - CLUSTER_GLOBAL_MINIMA[13]) < 1e-3
+    assert abs(best["energy_above_minimum"]) < 1e-3
+    assert task.score(best, {}) == pytest.approx(1.0, abs=3e-5)
+    assert np.all(energies > CLUSTER_GLOBAL_MINIMA[13] - 1e-3)  # nothing below the minimum
+    assert all(0.8 < task.score(m, {}) <= 1.0 for m in out)
+    assert best.artifacts["positions"].shape == (13, 3)
+    assert best.artifacts["schedule_t_T_U"].shape == (40, 3)
+    assert best.artifacts["schedule_t_T_U"][0, 1] == pytest.approx(0.3)
+
+
+def test_anneal_cost_and_bad_schedules() -> None:
+    task = labtwin.load_task("LJClusterAnneal-v0")
+    out = task.measure(
+        [
+            {"start_temperature": 0.2, "end_temperature": 0.01, "n_stages": 4},
+            {"start_temperature": 0.2, "end_temperature": 0.01, "n_stages": 16},
+            {"start_temperature": 5.0, "end_temperature": 0.01, "n_stages": 4},
+            {"start_temperature": 0.2, "end_temperature": 0.01, "n_stages": 4, "speed": 1},
+        ]
+    )
+    assert [m.status for m in out] == ["ok", "ok", "invalid", "invalid"]
+    assert out[0].cost == 13 * 4 * 50 and out[1].cost == 4 * out[0].cost
+    assert "start_temperature" in out[2].reason and "speed: unknown field" in out[3].reason
+    big = labtwin.load_task("LJ38ClusterAnneal-v0")
+    assert big.n_atoms == 38 and big.global_minimum == CLUSTER_GLOBAL_MINIMA[38]
+    with pytest.raises(ValueError, match="known minima"):
+        labtwin.load_task("LJClusterAnneal-v0", n_atoms=14)
+
+
+def test_quench_of_a_batch_equals_quenches_alone() -> None:
+    """Converged systems stop moving, so a batch quench gives each system its lone result."""
+    from labtwin.simulators.md.lj_warp import quench_lj
+
+    starts = [random_cluster(n, np.random.default_rng(n)) for n in (13, 38, 13)]
+    together = quench_lj(clusters(starts))
+    for i, start in enumerate(starts):
+        alone = quench_lj(clusters([start]))
+        assert together.energy[i] == alone.energy[0]
+        np.testing.assert_array_equal(together.state.select(i).positions, alone.state.positions)
+
+
+# ---------------------------------------------------------------- TIP3P water
+
+
+def test_water_density_is_plausible_with_an_honest_error_bar() -> None:
+    task = labtwin.load_task("WaterDensity-v0")
+    run = {"temperature_K": 300.0, "pressure_bar": 1.0, "n_blocks": 8}
+    (m,) = task.measure([run], seed=1)
+    assert m.ok and 0.9 < m["density"] < 1.1  # ~130 waters, 0.45 ps: far from converged
+    sigma = m.observables["density"].uncertainty
+    # the floor: density fluctuation of a ~3.9 nm^3 box, ~0.024 g/cm^3
+    assert 0.015 < sigma < 0.05
+    assert m.cost == pytest.approx(0.05 + 8 * 0.05) and m.cost_unit == "ps"
+    assert m.provenance["n_waters"] > 100 and m.artifacts["density_series"].shape == (8,)
+    # same experiment and seed after another run: the same numbers (reseeded Context)
+    task.measure([{**run, "temperature_K": 350.0, "pressure_bar": 1500.0}], seed=2)
+    assert task.measure([run], seed=1)[0] == m
+    assert 0 < task.score(m, {"target_density": m["density"]}) < 1
+
+
+def test_water_bad_proposals() -> None:
+    task = labtwin.load_task("WaterDensity-v0")
+    out = task.measure(
+        [
+            {"temperature_K": 500.0, "pressure_bar": 1.0, "n_blocks": 4},
+            {"temperature_K": 300.0, "pressure_bar": -10.0, "n_blocks": 4},
+            '{"temperature_K": 300}',
+        ]
+    )
+    assert [m.status for m in out] == ["invalid"] * 3
+    assert "temperature_K: Input should be less than or equal to 370" in out[0].reason
+    assert "pressure_bar" in out[1].reason and "n_blocks: field required" in out[2].reason
+
+
+@pytest.mark.slow
+def test_water_compresses_under_pressure_in_longer_runs() -> None:
+    """4 ps per run (blocks of 0.5 ps): 2000 bar is denser than 1 bar by about the TIP3P
+    compressibility (~7-10 % over 2000 bar); required: 2 % to 15 % (a ~130-water box
+    scatters by ~0.02 g/cm^3 per run)."""
+    task = labtwin.load_task("WaterDensity-v0", block_ps=0.5, equilibration_ps=2.0)
+    low, high = task.measure(
+        [
+            {"temperature_K": 300.0, "pressure_bar": 1.0, "n_blocks": 8},
+            {"temperature_K": 300.0, "pressure_bar": 2000.0, "n_blocks": 8},
+        ],
+        seed=0,
+    )
+    gap = high["density"] - low["density"]
+    assert 0.02 < gap < 0.15
+    assert 0.95 < low["density"] < 1.03
+
+
+def test_fit_isotherm_tool_recovers_the_eos_density() -> None:
+    """Exact JZG pressures at 4 densities: the quadratic fit's root lies within 0.01
+    of the JZG density (the isotherm's curvature beyond 2nd order over 0.45..0.75)."""
+    from labtwin import Measurement, Value
+    from labtwin.simulators.md import eos
+    from labtwin.tasks.md_eos import fit_isotherm, jzg_density_at_pressure
+
+    history = [
+        Measurement(
+            "ok",
+            {"pressure": Value(float(eos.pressure(r, 2.0)), "", 0.01)},
+            experiment={"temperature": 2.0, "density": r, "n_blocks": 8},
+        )
+        for r in (0.45, 0.55, 0.65, 0.75)
+    ]
+    text = fit_isotherm({"temperature": 2.0, "target_pressure": 2.5}, history)
+    found = float(text.split("rho* = ")[1].split(" ")[0])
+    assert found == pytest.approx(jzg_density_at_pressure(2.5, 2.0), abs=0.01), text
+    assert "need at least 2" in fit_isotherm({"temperature": 1.0, "target_pressure": 1}, history)
+    tools = labtwin.load_task("LJEquationOfState-v0").analysis_tools()
+    assert [t.name for t in tools] == ["fit_isotherm"]
