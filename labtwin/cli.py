@@ -36,14 +36,15 @@ def tasks_command(
                 "observables": [o.name for o in cls.observables],
                 "budget": cls.default_budget,
                 "final_answer": cls.answer_model is not None,
-                "summary": (cls.__doc__ or "").strip().splitlines()[0],
+                "summary": _first_sentence(cls.__doc__ or ""),
             }
         )
     if as_json:
         print(json.dumps(rows, indent=2))
         return
     table = Table(title="labtwin labs")
-    for col in ("id", "summary", "experiment", "budget", "answer"):
+    table.add_column("id", no_wrap=True)
+    for col in ("summary", "experiment", "budget", "answer"):
         table.add_column(col)
     for r in rows:
         table.add_row(
@@ -238,6 +239,11 @@ def plot_command(
 
     path = save_campaign_plot(runs.load(run), out)
     console.print(f"plot written to [bold]{path}[/]")
+
+
+def _first_sentence(doc: str) -> str:
+    paragraph = " ".join(doc.strip().split("\n\n")[0].split())
+    return paragraph.split(". ")[0].rstrip(".") + "." if paragraph else ""
 
 
 def _load(task: str):
