@@ -120,16 +120,7 @@ class HFPolicy:
 
         ``tools`` is an OpenAI-style tools list, shared by all conversations.
         """
-        prompts = []
-        for messages in conversations:
-            text = self.tokenizer.apply_chat_template(
-                list(messages),
-                tools=list(tools) if tools else None,
-                tokenize=False,
-                add_generation_prompt=True,
-            )
-            prompts.append(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-        return prompts
+        return encode_chats(self.tokenizer, conversations, tools)
 
     def sample(
         self,
@@ -305,6 +296,24 @@ def _processors(logits_processor: LogitsProcessors | None) -> LogitsProcessorLis
     elif isinstance(logits_processor, LogitsProcessor):
         logits_processor = [logits_processor]
     return LogitsProcessorList(logits_processor)
+
+
+def encode_chats(
+    tokenizer: PreTrainedTokenizerBase,
+    conversations: Sequence[Sequence[Message]],
+    tools: Sequence[dict] | None = None,
+) -> list[list[int]]:
+    """Chats rendered by the tokenizer's chat template (with generation prompt) as token ids."""
+    prompts = []
+    for messages in conversations:
+        text = tokenizer.apply_chat_template(
+            list(messages),
+            tools=list(tools) if tools else None,
+            tokenize=False,
+            add_generation_prompt=True,
+        )
+        prompts.append(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return prompts
 
 
 def _stop_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[int]:

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from labtwin.agents.policy.hf import Completion
+from labtwin.agents.policy.hf import Completion, encode_chats
 
 Message = dict[str, Any]
 
@@ -70,16 +70,7 @@ class VLLMPolicy:
     def encode_chats(
         self, conversations: Sequence[Sequence[Message]], tools: Sequence[dict] | None = None
     ) -> list[list[int]]:
-        out = []
-        for messages in conversations:
-            text = self.tokenizer.apply_chat_template(
-                list(messages),
-                tools=list(tools or []) or None,
-                tokenize=False,
-                add_generation_prompt=True,
-            )
-            out.append(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-        return out
+        return encode_chats(self.tokenizer, conversations, tools)
 
     def generate(
         self,

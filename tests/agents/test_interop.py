@@ -17,15 +17,6 @@ from labtwin.tools import PROPOSE, format_tool_call
 TASK = "BatchReactor-v0"
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Small kinetics batches and tiny models: a second thread only adds overhead."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def task() -> labtwin.Task:
     return labtwin.load_task(TASK)

@@ -9,7 +9,6 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("xgrammar")
 
-import torch  # noqa: E402
 
 from labtwin.agents.policy import HFPolicy, build_tiny_model, build_tiny_tokenizer  # noqa: E402
 from labtwin.agents.policy.grammar import ToolCallGrammar  # noqa: E402
@@ -30,15 +29,6 @@ TOOLS = [
 ]
 PREFIX = '<tool_call>\n{"name": "run_experiment", "arguments": '
 SUFFIX = "}\n</tool_call>"
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """The tiny model's matrices are so small that a second thread only adds overhead."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def test_required_tool_call_follows_the_schema():

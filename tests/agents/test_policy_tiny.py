@@ -28,15 +28,6 @@ TOOLS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """The tiny model's matrices are so small that a second thread only adds overhead."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def tokenizer():
     return build_tiny_tokenizer()

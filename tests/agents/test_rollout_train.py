@@ -16,15 +16,6 @@ from labtwin.tools import format_tool_call
 RUN = {"temperature_K": 330, "time_min": 40, "feed_conc_mol_L": 0.2, "catalyst_mol_pct": 3}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """A second torch thread is many times slower for the tiny model on a busy 2-core box."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def policy():
     return make_policy(TrainConfig(budget=2))
