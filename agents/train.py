@@ -495,6 +495,8 @@ def train(cfg: TrainConfig) -> TrainResult:
         eval_after = evaluate(generator, task, cfg, cfg.seed, gen_kwargs)
         store.log_metrics(cfg.steps, phase="eval_trained", **_prefixed(eval_after, "eval_"))
     store.close()
+    if writer:
+        writer.close()
     (run_dir / "summary.json").write_text(
         json.dumps(
             {

@@ -151,3 +151,20 @@ def test_constrained_sampling_keeps_unconstrained_logprobs(policy) -> None:
             m.status != "invalid" or "less than" in m.reason or "greater than" in m.reason
             for m in e.measurements
         )
+
+
+def test_metrics_also_go_to_tensorboard(tmp_path) -> None:
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    cfg = _small(tmp_path / "tb", 2)
+    cfg.tensorboard, cfg.warmstart_steps, cfg.eval_campaigns = True, 0, 2
+    train(cfg)
+    events = EventAccumulator(str(tmp_path / "tb" / "tensorboard"))
+    events.Reload()
+    rewards = events.Scalars("train/reward_mean")
+    assert [e.step for e in rewards] == [1, 2]
+    run = labtwin.runs.load(tmp_path / "tb")
+    assert [m["reward_mean"] for m in run.metrics if m["phase"] == "train"] == pytest.approx(
+        [e.value for e in rewards], rel=1e-6
+    )
