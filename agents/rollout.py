@@ -46,10 +46,6 @@ class Episode:
     turns: int = 0
     truncated: bool = False
 
-    @property
-    def model_tokens(self) -> int:
-        return sum(self.completion_mask)
-
     def extend(self, ids: Sequence[int], from_model: bool, logprobs: Sequence[float] = ()) -> None:
         self.completion_ids += list(ids)
         self.completion_mask += [int(from_model)] * len(ids)
@@ -159,7 +155,7 @@ def run_episodes(
             conversation = env.conversations[i]
             episodes[i].turns += 1
             if not conversation.done:
-                # the assistant turn and its tool result are the 2 newest messages
+                # the tool result (newest message) and the next generation prompt
                 episodes[i].extend(
                     environment_tokens(tokenizer, conversation.messages, 1, env.tools), False
                 )

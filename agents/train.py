@@ -32,6 +32,7 @@ import labtwin
 from labtwin.agents.grpo import group_advantages, grpo_loss, loss_normaliser, zero_variance_mask
 from labtwin.agents.policy import HFPolicy, build_tiny_model, build_tiny_tokenizer
 from labtwin.agents.rollout import Episode, run_episodes
+from labtwin.experiment import field_bounds
 from labtwin.runs import RunStore
 from labtwin.tools import PROPOSE, SUBMIT, ChatLabEnv, format_tool_call, lab_tools
 
@@ -145,18 +146,12 @@ def random_reply(task: labtwin.Task, rng: np.random.Generator, submit: bool) -> 
     if submit and task.answer_model is not None:
         answer = {}
         for name, f in task.answer_model.model_fields.items():
-            low, high = _bounds(f)
+            low, high = field_bounds(f) or (0.0, 1.0)  # unbounded fields: a unit range
             answer[name] = _round(rng.uniform(low, high))
         return format_tool_call(SUBMIT, answer)
     vector = rng.uniform(-1.0, 1.0, task.numeric_view.space.shape)
     experiment = task.numeric_view.to_experiment(vector).model_dump()
     return format_tool_call(PROPOSE, {k: _round(v) for k, v in experiment.items()})
-
-
-def _bounds(field_info: Any) -> tuple[float, float]:
-    low = next((m.ge for m in field_info.metadata if getattr(m, "ge", None) is not None), 0.0)
-    high = next((m.le for m in field_info.metadata if getattr(m, "le", None) is not None), 1.0)
-    return float(low), float(high)
 
 
 def _round(value: Any) -> Any:
@@ -397,7 +392,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     history: list[dict[str, Any]] = []
     with Progress(*columns, disable=not cfg.progress) as progress:
         if checkpoint is None:
-            start_step, reference = 0, None
+            start_step = 0
             eval_before = evaluate(generator, task, cfg, cfg.seed, gen_kwargs)
             store.log_metrics(0, phase="eval_untrained", **_prefixed(eval_before, "eval_"))
             eval_warm = None

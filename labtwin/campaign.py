@@ -85,6 +85,8 @@ def step_campaigns(
     """
     if not campaigns:
         return []
+    if any(c.done for c in campaigns):
+        raise RuntimeError("step called on a finished campaign; reset it first")
     task = campaigns[0].task
     seeds = [c.next_seed() for c in campaigns]
     experiment_idx = [i for i, p in enumerate(proposals) if not is_answer(p)]
@@ -96,8 +98,6 @@ def step_campaigns(
     by_index = dict(zip(experiment_idx, measured))
     records = []
     for i, (campaign, proposal) in enumerate(zip(campaigns, proposals)):
-        if campaign.done:
-            raise RuntimeError("step called on a finished campaign; reset it first")
         if i in by_index:
             record = _experiment_record(campaign, by_index[i], reward_mode)
         else:

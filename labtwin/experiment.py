@@ -164,7 +164,8 @@ class _Axis:
         return 2.0 * s - 1.0
 
 
-def _bounds(field: Any) -> tuple[float, float] | None:
+def field_bounds(field: Any) -> tuple[float, float] | None:
+    """Inclusive ``(low, high)`` of a pydantic field from its ge/gt/le/lt constraints, or None."""
     low = high = None
     for meta in field.metadata:
         if getattr(meta, "ge", None) is not None:
@@ -195,7 +196,7 @@ class NumericView:
         for name, field in model.model_fields.items():
             annotation = field.annotation
             extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-            bounds = _bounds(field)
+            bounds = field_bounds(field)
             if get_origin(annotation) is Literal:
                 self.axes.append(_Axis(name, "choice", choices=tuple(get_args(annotation))))
             elif annotation in (float, int) and bounds is not None:

@@ -204,31 +204,28 @@ class ChatLabEnv:
                 f"expected {len(live)} replies (live conversations), got {len(replies)}"
             )
         calls = [parse_tool_call(r) for r in replies]
-        rewards: dict[int, float] = {}
-        budgeted, proposals = [], []
-        for i, reply, call in zip(live, replies, calls):
-            conversation = self.conversations[i]
+        rewards = [0.0] * len(live)
+        budgeted = []  # positions in `live` whose reply spends an experiment
+        for k, (i, call) in enumerate(zip(live, calls)):
             if isinstance(call, ToolCall) and call.name in self._analysis:
-                self._append(conversation, reply, call, self._run_analysis(conversation, call))
-                rewards[i] = 0.0
-                continue
-            budgeted.append(i)
-            proposals.append(self._proposal(call, reply))
+                conversation = self.conversations[i]
+                self._append(conversation, replies[k], call, self._run_analysis(conversation, call))
+            else:
+                budgeted.append(k)
         records = step_campaigns(
-            [self.conversations[i].campaign for i in budgeted],
-            proposals,
-            self.reward_mode,
+            [self.conversations[live[k]].campaign for k in budgeted],
+            [self._proposal(calls[k], replies[k]) for k in budgeted],
+            self.reward_mode,  # type: ignore[arg-type]
             self.invalid_penalty,
-        )  # type: ignore[arg-type]
-        for i, record, call in zip(budgeted, records, [calls[live.index(i)] for i in budgeted]):
-            conversation = self.conversations[i]
+        )
+        for k, record in zip(budgeted, records):
+            conversation = self.conversations[live[k]]
             text = describe_record(record, conversation.campaign)
-            self._append(conversation, replies[live.index(i)], call, text)
-            rewards[i] = record.reward
-        out = [rewards[i] for i in live]
-        for i, r in zip(live, out):
-            self.conversations[i].rewards.append(r)
-        return out
+            self._append(conversation, replies[k], calls[k], text)
+            rewards[k] = record.reward
+        for i, reward in zip(live, rewards):
+            self.conversations[i].rewards.append(reward)
+        return rewards
 
     def _proposal(self, call: ToolCall | CallError, reply: str) -> Any:
         """What goes to the campaign: an experiment, an answer, or something that will be invalid."""

@@ -268,9 +268,6 @@ how much A is left. Use the runs to determine the activation energy of
 A -> B and submit it in kJ/mol. The answer scores exp(-|error| / 5 kJ/mol).
 """
 
-    def nominal_conditions(self) -> dict[str, Any]:
-        return {**NOMINAL}
-
     def sample_conditions(self, rng: np.random.Generator) -> dict[str, Any]:
         energy = float(rng.uniform(50.0e3, 90.0e3))
         # choose A1 so that k1(340 K) lies between 0.01 and 0.1 per minute
