@@ -22,13 +22,14 @@ import gymnasium as gym
 import numpy as np
 
 import labtwin
-from labtwin.campaign import Campaign, RewardMode, observation, observation_space, step_campaigns
-from labtwin.env import step_info
-from labtwin.experiment import Invalid, tool_schema
-from labtwin.frames import campaign_frame
+from gymnasium.vector import AutoresetMode
+
+from labtwin.campaign import CampaignBatch, RewardMode, derive_seeds
+from labtwin.experiment import tool_schema
 from labtwin.measurement import Measurement
 from labtwin.task import Task
-from labtwin.tools import PROPOSE, CallError, ToolCall, parse_tool_call
+from labtwin.tools import PROPOSE, CallError, ToolCall, parse_tool_call, proposal_from_call
+from labtwin.vector import VectorLabEnv
 
 try:  # stable-baselines3 is optional: only SB3VecEnv needs it
     from stable_baselines3.common.vec_env import VecEnv as _VecEnvBase
@@ -36,6 +37,19 @@ except ImportError:  # pragma: no cover - exercised where SB3 is missing
     _VecEnvBase = object
 
 __all__ = ["LabReward", "SB3VecEnv", "completion_text", "lab_prompt", "lab_reward_function"]
+
+
+def _unbatch(infos: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """Gymnasium's batched info dict as SB3's list of per-env dicts."""
+    out: list[dict[str, Any]] = [{} for _ in range(n)]
+    for key, values in infos.items():
+        if key.startswith("_"):
+            continue
+        mask = infos.get(f"_{key}", np.ones(n, dtype=bool))
+        for i in np.flatnonzero(mask):
+            value = values[i]
+            out[i][key] = value.item() if isinstance(value, np.generic) else value
+    return out
 
 
 def _task(task: Task | str, task_kwargs: dict[str, Any]) -> Task:
@@ -52,16 +66,14 @@ def _task(task: Task | str, task_kwargs: dict[str, Any]) -> Task:
 class SB3VecEnv(_VecEnvBase):  # type: ignore[misc, valid-type]
     """Campaigns of one lab as a Stable-Baselines3 ``VecEnv``, one simulator call per step.
 
-    It is :class:`labtwin.VectorLabEnv` with SB3's conventions: both keep a
-    list of :class:`~labtwin.Campaign` objects and advance them all with one
-    :func:`~labtwin.campaign.step_campaigns` call, and both seed campaign ``i``
-    with ``seed + i`` (``env.seed(seed)`` before ``reset()``, as SB3 does), so
-    the two produce the same campaigns. What differs is autoreset: SB3 resets
-    a finished campaign *in the same step*, returns the new campaign's first
-    observation, and puts the final one in ``infos[i]["terminal_observation"]``
-    (with ``infos[i]["TimeLimit.truncated"] = False``: a campaign ends by
-    spending its budget or by an answer, which are real terminations), where
-    Gymnasium's next-step autoreset spends an extra step on it.
+    A thin mapping over :class:`labtwin.VectorLabEnv` in Gymnasium's
+    same-step autoreset mode, which is SB3's convention: a finished campaign is
+    reset in the same step, the new campaign's first observation is returned,
+    and the final one goes to ``infos[i]["terminal_observation"]`` (with
+    ``infos[i]["TimeLimit.truncated"] = False``: a campaign ends by spending its
+    budget, by an answer or at its turn cap, which are real terminations).
+    Campaign ``i`` is seeded with ``seed + i`` (``env.seed(seed)`` before
+    ``reset()``, as SB3 does), so both produce the same campaigns.
 
     Actions are ``(num_envs, d)`` arrays in ``[-1, 1]^d`` (the lab's numeric
     view); ``infos[i]`` also holds ``measurement``, ``status``, ``score``,
@@ -82,50 +94,47 @@ class SB3VecEnv(_VecEnvBase):  # type: ignore[misc, valid-type]
     ) -> None:
         if _VecEnvBase is object:
             raise ImportError("SB3VecEnv needs stable-baselines3: pip install stable-baselines3")
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be at least 1, got {num_envs}")
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.task = _task(task, task_kwargs)
-        self.reward_mode = reward_mode
-        self.invalid_penalty = invalid_penalty
+        if self.task.numeric_view is None:
+            raise ValueError(f"{self.task.id} has no numeric view; SB3 needs a Box action space")
+        self.venv = VectorLabEnv(
+            self.task,
+            num_envs,
+            render_mode=render_mode,
+            reward_mode=reward_mode,
+            invalid_penalty=invalid_penalty,
+            autoreset_mode=AutoresetMode.SAME_STEP,
+        )
         self.render_mode = render_mode
-        self.campaigns: list[Campaign | None] = [None] * num_envs
-        self._rngs = [np.random.default_rng() for _ in range(num_envs)]
         self._actions: np.ndarray | None = None
-        super().__init__(num_envs, observation_space(self.task), self.task.numeric_view.space)
+        super().__init__(num_envs, self.venv.single_observation_space, self.task.action_space)
+
+    @property
+    def campaigns(self) -> list[Any]:
+        return self.venv.campaigns
 
     def reset(self) -> np.ndarray:
-        for i, seed in enumerate(self._seeds):
-            if seed is not None:
-                self._rngs[i], _ = gym.utils.seeding.np_random(seed)
-            self.campaigns[i] = Campaign.start(self.task, self._rngs[i])
+        seeds = list(self._seeds)
+        obs, infos = self.venv.reset(seed=seeds if any(s is not None for s in seeds) else None)
         self._reset_seeds()
         self._reset_options()
-        self.reset_infos = [{"experiments_done": 0} for _ in range(self.num_envs)]
-        return np.stack([observation(c) for c in self.campaigns])
+        self.reset_infos = _unbatch(infos, self.num_envs)
+        return obs
 
     def step_async(self, actions: np.ndarray) -> None:
         self._actions = actions
 
     def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
-        if self._actions is None or any(c is None for c in self.campaigns):
+        if self._actions is None:
             raise RuntimeError("call reset() and step_async() before step_wait()")
-        campaigns: list[Campaign] = self.campaigns  # type: ignore[assignment]
-        records = step_campaigns(
-            campaigns, list(self._actions), self.reward_mode, self.invalid_penalty
-        )
+        obs, rewards, terminated, truncated, batched = self.venv.step(self._actions)
         self._actions = None
-        rewards = np.array([r.reward for r in records], dtype=np.float32)
-        dones = np.array([c.done for c in campaigns], dtype=bool)
-        infos = [step_info(c, r) for c, r in zip(campaigns, records)]
-        obs = np.stack([observation(c) for c in campaigns])
+        infos = _unbatch({k: v for k, v in batched.items() if not k.startswith("final")}, self.num_envs)
+        dones = terminated | truncated
         for i in np.flatnonzero(dones):
-            infos[i]["terminal_observation"] = obs[i].copy()
-            infos[i]["TimeLimit.truncated"] = False
-            self.campaigns[i] = Campaign.start(self.task, self._rngs[i])
-            obs[i] = observation(self.campaigns[i])
-        return obs, rewards, dones, infos
+            infos[i]["terminal_observation"] = batched["final_obs"][i]
+            infos[i]["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
+        return obs, rewards.astype(np.float32), dones, infos
 
     def close(self) -> None:
         pass
@@ -133,14 +142,7 @@ class SB3VecEnv(_VecEnvBase):  # type: ignore[misc, valid-type]
     def get_images(self) -> list[np.ndarray | None]:
         if self.render_mode != "rgb_array":
             return [None] * self.num_envs
-        return [
-            campaign_frame(
-                f"{self.task.id} [{i}]",
-                [(r.score, r.measurement.status) for r in c.history] if c else [],
-                self.task.budget,
-            )
-            for i, c in enumerate(self.campaigns)
-        ]
+        return list(self.venv.render())
 
     # The campaigns share one task and one set of settings, so per-env attributes are
     # this object's attributes.
@@ -241,36 +243,34 @@ class LabReward:
         self.__name__ = f"labtwin_{task.id}"  # TRL names reward columns after __name__
 
     def proposal(self, completion: str | Sequence[dict[str, Any]]) -> Any:
-        """The experiment a completion proposes, or an :class:`~labtwin.Invalid` saying why not."""
+        """What a completion proposes: an experiment, or an :class:`~labtwin.Invalid` saying why not.
+
+        Only ``propose_experiment`` applies here; answers and analysis calls are invalid.
+        """
         said = completion_text(completion)
         call = said if isinstance(said, ToolCall) else parse_tool_call(said)
-        if isinstance(call, CallError):
-            return Invalid(call.reason, said)
-        if call.name != PROPOSE:
-            return Invalid(f"unknown tool {call.name!r}; call {PROPOSE}", call.arguments)
-        return call.arguments
+        if isinstance(call, ToolCall) and call.name != PROPOSE:
+            call = CallError(f"unknown tool {call.name!r}; call {PROPOSE}")
+        return proposal_from_call(self.task, call, said)
 
     def __call__(
         self, completions: Sequence[str | Sequence[dict[str, Any]]], **kwargs: Any
     ) -> list[float | None]:
-        proposals = [self.proposal(c) for c in completions]
-        measurements = self.task.measure(
-            proposals, seed=self.seed + self.calls, conditions=self.conditions
-        )
+        n = len(completions)
+        if n == 0:
+            return []
+        batch = CampaignBatch(self.task, n, "score", self.invalid_penalty or 0.0)
+        batch.reset(range(n), derive_seeds(self.seed, n, self.calls), [self.conditions] * n)
+        records = batch.step(range(n), [self.proposal(c) for c in completions])
         self.calls += 1
-        self.last_measurements = measurements
-        scores = [self._score(m) for m in measurements]
-        if callable(kwargs.get("log_metric")) and measurements:
-            valid = np.mean([m.status != "invalid" for m in measurements])
+        self.last_measurements = [r.measurement for r in records]
+        if callable(kwargs.get("log_metric")):
+            valid = np.mean([r.measurement.status != "invalid" for r in records])
             kwargs["log_metric"](f"{self.__name__}/valid_fraction", float(valid))
-        return scores
-
-    def _score(self, m: Measurement) -> float | None:
-        if m.status != "invalid":  # ok, or failed (scored like the environment does)
-            return self.task.score(m, self.conditions)
-        if self.invalid_penalty is None:
-            return None
-        return float(self.task.invalid_score) - self.invalid_penalty
+        return [
+            None if self.invalid_penalty is None and r.measurement.status == "invalid" else r.reward
+            for r in records
+        ]
 
 
 def lab_reward_function(
@@ -286,12 +286,13 @@ def lab_reward_function(
     takes completions as strings or as chat message lists (TRL's
     conversational mode), reads one ``propose_experiment`` tool call from each
     (:func:`labtwin.tools.parse_tool_call`, or the ``tool_calls`` TRL parsed),
-    measures all of them with **one** batched ``task.measure`` call, and
-    returns the lab's score of each measurement (the reactor: its measured
-    yield of B). Call ``k`` (from 0) measures with ``seed + k``: the first
-    call gives exactly ``task.measure(experiments, seed=seed)``, and later
-    calls get fresh instrument noise, reproducibly. ``conditions`` default to
-    the nominal lab. Other keyword arguments (``prompts``, dataset columns,
+    measures all of them with **one** batched simulator call (each completion
+    is a one-experiment campaign of a :class:`~labtwin.campaign.CampaignBatch`,
+    the engine behind every labtwin view), and returns the lab's score of each
+    measurement (the reactor: its measured yield of B). Completion ``i`` of
+    call ``k`` (from 0) is the campaign seeded ``derive_seeds(seed, n, k)[i]``,
+    so every call gets fresh instrument noise, reproducibly. ``conditions``
+    default to the nominal lab. Other keyword arguments (``prompts``, dataset columns,
     ``trainer_state``) are accepted and ignored, except TRL's ``log_metric``,
     which receives the share of valid proposals.
 
@@ -308,7 +309,7 @@ def lab_reward_function(
     >>> call = ('<tool_call>{"name": "propose_experiment", "arguments": {"temperature_K": 335, '
     ...         '"time_min": 40, "feed_conc_mol_L": 0.2, "catalyst_mol_pct": 4}}</tool_call>')
     >>> [round(r, 3) for r in reward([call, "I would heat it.", [{"role": "assistant", "content": call}]])]
-    [0.882, -0.1, 0.836]
+    [0.89, -0.1, 0.926]
     >>> reward.last_measurements[1].reason[:18]
     'no tool call found'
     """

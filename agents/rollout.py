@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from labtwin.campaign import Record, Recorder
+from labtwin.measurement import Measurement
 from labtwin.task import Task
 from labtwin.tools import ChatLabEnv
 
@@ -42,9 +44,17 @@ class Episode:
     """Sampling log-probs at model tokens, 0 elsewhere."""
     reward: float = 0.0
     messages: list[Message] = field(default_factory=list)
-    measurements: list[Any] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
+    """The campaign's records (measurements, scores, kinds), as the engine made them."""
+    campaign_id: int = -1
+    conditions: dict[str, Any] = field(default_factory=dict)
+    """The campaign's conditions, hidden ones included (what its scores used)."""
     turns: int = 0
     truncated: bool = False
+
+    @property
+    def measurements(self) -> list[Measurement]:
+        return [r.measurement for r in self.records]
 
     def extend(self, ids: Sequence[int], from_model: bool, logprobs: Sequence[float] = ()) -> None:
         self.completion_ids += list(ids)
@@ -95,6 +105,8 @@ def run_episodes(
     replies: Callable[[list[int], ChatLabEnv], list[str]] | None = None,
     seed: int | None = None,
     generate_kwargs: dict[str, Any] | None = None,
+    recorder: Recorder | None = None,
+    first_campaign_id: int = 0,
 ) -> tuple[list[Episode], RolloutTiming]:
     """Run ``len(seeds) * group_size`` campaigns to their end.
 
@@ -106,8 +118,15 @@ def run_episodes(
     tokenised replies with log-prob 0. ``seed`` makes sampling reproducible
     (turn ``k`` samples with ``seed + k``). ``generate_kwargs`` go to
     ``policy.generate`` as they are (e.g. ``json_schema`` for vLLM).
+    ``recorder`` (a :class:`~labtwin.runs.RunStore`) records every campaign's
+    conditions and every record; campaigns are numbered from ``first_campaign_id``.
     """
-    env = ChatLabEnv(task, invalid_penalty=invalid_penalty)
+    env = ChatLabEnv(
+        task,
+        invalid_penalty=invalid_penalty,
+        recorder=recorder,
+        first_campaign_id=first_campaign_id,
+    )
     tokenizer = policy.tokenizer
     stop = policy.stop_token_ids[0]
     campaign_seeds = [s for s in seeds for _ in range(group_size)]
@@ -163,5 +182,7 @@ def run_episodes(
     for episode, conversation in zip(episodes, env.conversations):
         episode.reward = conversation.total_reward
         episode.messages = conversation.messages
-        episode.measurements = [r.measurement for r in conversation.campaign.history]
+        episode.records = list(conversation.campaign.history)
+        episode.campaign_id = conversation.campaign.id
+        episode.conditions = conversation.campaign.conditions
     return episodes, timing

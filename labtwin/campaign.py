@@ -1,180 +1,506 @@
-"""Campaigns: the state of one episode, and stepping many of them in one call.
+"""The campaign engine: the one place where campaigns start, advance and end.
 
-Both :class:`~labtwin.env.LabEnv` (a batch of one) and
-:class:`~labtwin.vector.VectorLabEnv` keep a list of :class:`Campaign` objects
-and advance them with :func:`step_campaigns`, which sends every experiment of
-the step to the task's simulator in a single batched call.
+:class:`CampaignBatch` holds a fixed number of *slots*, each running one
+:class:`Campaign` at a time. ``reset(slots, seeds)`` starts campaigns;
+``step(slots, proposals)`` advances them by one proposal each, sending every
+experiment of the step to the lab's simulator in **one** batched call, and
+returns one :class:`Record` per proposal. Every view is a thin adapter over it:
+:class:`~labtwin.env.LabEnv` (a batch of one), :class:`~labtwin.vector.VectorLabEnv`,
+the Stable-Baselines3 adapter, :class:`~labtwin.tools.ChatLabEnv`, the TRL reward
+function, the baseline runner and the GRPO rollout engine.
 
-Seeding: a campaign owns a ``numpy`` generator seeded at reset. It draws the
-campaign's hidden conditions first, then one seed per experiment, so the same
-seed gives the same measurements however campaigns are batched.
+A proposal is an experiment (a model, a dict, JSON text, or a vector of the
+lab's numeric view), an :class:`~labtwin.experiment.Answer`, an
+:class:`~labtwin.experiment.Analysis` call, or an
+:class:`~labtwin.experiment.Invalid` (a reply that said nothing usable).
+
+Seeding, in one place (:func:`campaign_rng`): a campaign has an integer seed
+``s``; its generator is ``numpy.random.default_rng(s)``; it draws the
+campaign's conditions first, then one seed per budgeted step (experiments,
+answers, invalid calls; analysis calls draw none). A slot reset without a seed
+draws the campaign seed from the slot's own stream, which is seeded by the
+slot's last explicit seed. So the same seed gives the same campaign in every
+view, however campaigns are batched, and any campaign replays from its seed
+and its proposals (:func:`replay`).
+
+An observer (``recorder``, e.g. :class:`~labtwin.runs.RunStore`) is told of
+every campaign start (with its conditions) and every record; it never steers.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import gymnasium as gym
 import numpy as np
 
-from labtwin.experiment import Invalid
-from labtwin.measurement import Measurement
+from labtwin.experiment import Analysis, Answer, Invalid
+from labtwin.frames import campaign_frame
+from labtwin.measurement import Measurement, to_jsonable
 from labtwin.task import Task
 
 RewardMode = Literal["improvement", "score"]
+REWARD_MODES: tuple[str, ...] = ("improvement", "score")
+RecordKind = Literal["experiment", "answer", "analysis", "invalid"]
+_SEED_LIMIT = 2**63 - 1
+_SLOT_STREAM = 0x5EED  # entropy word that separates a slot's stream from its campaign's
 
 
-@dataclass
+@dataclass(eq=False)
 class Record:
-    """One step of a campaign."""
+    """One step of a campaign: the currency of every view, logger and trainer.
 
+    ``kind`` is ``experiment`` (a proposed experiment, valid or not),
+    ``answer`` (a submitted final answer), ``analysis`` (an analysis tool
+    call; ``note`` holds its result, ``score`` is None) or ``invalid`` (a
+    reply that was neither: no parsable call, an unknown tool).
+    ``proposal`` is what was proposed, in JSON types, enough to replay it.
+    """
+
+    campaign: int
+    step: int
+    kind: RecordKind
     measurement: Measurement
-    score: float
+    score: float | None
     reward: float
-    vector: np.ndarray | None  # the experiment in the numeric view, None if invalid
-    kind: Literal["experiment", "answer"] = "experiment"
+    proposal: Any = None
+    note: str = ""
+    vector: np.ndarray | None = None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Record):
+            return NotImplemented
+        same_vector = (self.vector is None and other.vector is None) or (
+            self.vector is not None
+            and other.vector is not None
+            and np.array_equal(self.vector, other.vector)
+        )
+        return (
+            same_vector
+            and self.to_dict() == other.to_dict()
+            and (self.measurement == other.measurement)
+        )
+
+    @property
+    def budgeted(self) -> bool:
+        """Whether the step spent an experiment of the budget."""
+        return self.kind != "analysis"
+
+    def to_dict(self, artifacts: bool = True) -> dict[str, Any]:
+        """JSON-ready dict; ``artifacts=False`` leaves out the artifact listing, so that
+        a record read back from a run compares equal to the one that was written."""
+        measurement = self.measurement.to_dict()
+        if not artifacts:
+            measurement.pop("artifacts")
+        return {
+            "campaign": self.campaign,
+            "step": self.step,
+            "kind": self.kind,
+            "score": self.score,
+            "reward": self.reward,
+            "proposal": to_jsonable(self.proposal),
+            "note": self.note,
+            "measurement": measurement,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Record:
+        return cls(
+            campaign=int(data["campaign"]),
+            step=int(data["step"]),
+            kind=data["kind"],
+            measurement=Measurement.from_dict(data["measurement"]),
+            score=data["score"],
+            reward=float(data["reward"]),
+            proposal=data.get("proposal"),
+            note=data.get("note", ""),
+        )
+
+    def replay_proposal(self) -> Any:
+        """The proposal as the engine takes it, rebuilt from the record."""
+        if self.kind == "answer":
+            return Answer(self.proposal)
+        if self.kind == "analysis":
+            return Analysis(self.proposal["name"], self.proposal["arguments"])
+        if self.kind == "invalid":
+            return Invalid(self.measurement.reason, self.proposal)
+        return self.proposal
 
 
 @dataclass
 class Campaign:
-    """One episode: up to ``task.budget`` experiments, or until an answer is submitted."""
+    """One episode: up to ``task.budget`` experiments and ``max_turns`` turns, or an answer."""
 
     task: Task
+    id: int
+    seed: int
     rng: np.random.Generator
-    conditions: dict[str, Any] = field(default_factory=dict)
+    conditions: dict[str, Any]
+    max_turns: int
     history: list[Record] = field(default_factory=list)
     best_score: float = 0.0
     done: bool = False
+    end_reason: str = ""
 
-    @classmethod
-    def start(cls, task: Task, rng: np.random.Generator) -> Campaign:
-        conditions = task.sample_conditions(rng)
-        return cls(task, rng, conditions, best_score=float(task.baseline_score))
+    @property
+    def experiments(self) -> int:
+        """Budgeted steps so far (experiments, answers, invalid calls)."""
+        return sum(r.budgeted for r in self.history)
+
+    @property
+    def remaining(self) -> int:
+        return self.task.budget - self.experiments
+
+    @property
+    def turns_left(self) -> int:
+        return self.max_turns - len(self.history)
 
     @property
     def cost(self) -> float:
         return float(sum(r.measurement.cost for r in self.history))
 
-    @property
-    def remaining(self) -> int:
-        return self.task.budget - len(self.history)
+    def measurements(self) -> list[Measurement]:
+        """Measurements of the campaign's experiments, in order (what analysis tools see)."""
+        return [r.measurement for r in self.history if r.kind == "experiment"]
 
     def next_seed(self) -> int:
-        return int(self.rng.integers(0, 2**63 - 1))
+        return int(self.rng.integers(0, _SEED_LIMIT))
 
 
-def is_answer(proposal: Any) -> bool:
-    """A proposal of the form ``{"answer": ...}`` submits a final answer."""
-    return isinstance(proposal, dict) and set(proposal) == {"answer"}
+class Recorder(Protocol):
+    """What the engine tells an observer (the run store is one)."""
+
+    def campaign_started(self, campaign: Campaign) -> None: ...
+
+    def record(self, record: Record) -> None: ...
 
 
-def step_campaigns(
-    campaigns: list[Campaign],
-    proposals: list[Any],
-    reward_mode: RewardMode = "improvement",
-    invalid_penalty: float = 0.0,
-) -> list[Record]:
-    """Advance each campaign by one proposal; all experiments go to one simulator call.
+def campaign_rng(seed: int) -> np.random.Generator:
+    """The generator of the campaign seeded ``seed`` (the one seeding rule)."""
+    return np.random.default_rng(seed)
 
-    Rewards: ``"improvement"`` pays how much the score raised the campaign's
-    best so far (a campaign's return is then its best score above the
-    baseline); ``"score"`` pays each measurement's score. ``invalid_penalty``
-    is subtracted for invalid proposals. A submitted answer pays its score
-    and ends the campaign.
+
+def derive_seeds(seed: int, n: int, *keys: int) -> list[int]:
+    """``n`` independent campaign seeds derived from ``seed`` and integer ``keys``."""
+    children = np.random.SeedSequence([check_seed(seed), *keys]).spawn(n)
+    return [int(c.generate_state(1, np.uint64)[0] >> np.uint64(1)) for c in children]
+
+
+def check_seed(seed: Any) -> int:
+    """A campaign seed must be a non-negative integer (as in Gymnasium)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"a seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
+def score_of(
+    task: Task,
+    kind: RecordKind,
+    measurement: Measurement,
+    conditions: dict[str, Any],
+    history: list[Measurement],
+) -> float | None:
+    """The score of one step, from the measurement and the campaign's conditions.
+
+    The engine scores with it and :meth:`labtwin.runs.Run.rescore` re-scores
+    with it, so a recorded score is always reproducible offline. ``history``
+    is the campaign's experiment measurements before the step (answers use it).
     """
-    if not campaigns:
-        return []
-    if any(c.done for c in campaigns):
-        raise RuntimeError("step called on a finished campaign; reset it first")
-    task = campaigns[0].task
-    seeds = [c.next_seed() for c in campaigns]
-    experiment_idx = [i for i, p in enumerate(proposals) if not is_answer(p)]
-    measured = task.run(
-        [proposals[i] for i in experiment_idx],
-        [campaigns[i].conditions for i in experiment_idx],
-        [seeds[i] for i in experiment_idx],
-    )
-    by_index = dict(zip(experiment_idx, measured))
-    records = []
-    for i, (campaign, proposal) in enumerate(zip(campaigns, proposals)):
-        if i in by_index:
-            record = _experiment_record(campaign, by_index[i], reward_mode)
+    if kind == "analysis":
+        return None
+    if kind != "answer" or not measurement.ok:
+        return task.score(measurement, conditions)
+    answer = task.parse_answer(measurement.experiment)
+    if isinstance(answer, Invalid):  # a recorded answer that no longer validates
+        return float(task.invalid_score)
+    return float(task.score_answer(answer, conditions, history))
+
+
+class CampaignBatch:
+    """Slots of campaigns of one lab, advanced together.
+
+    Rewards: ``"improvement"`` pays how much a score raised the campaign's best
+    so far (a campaign's return is then its best score above the lab's
+    baseline); ``"score"`` pays each score. ``invalid_penalty`` is subtracted
+    for every step whose measurement is ``invalid``. An accepted answer pays
+    its score and ends the campaign. A campaign ends when its budget is spent,
+    an answer is accepted, or ``max_turns`` turns were taken.
+    """
+
+    def __init__(
+        self,
+        task: Task,
+        num_slots: int,
+        reward_mode: RewardMode = "improvement",
+        invalid_penalty: float = 0.0,
+        max_turns: int | None = None,
+        recorder: Recorder | None = None,
+        first_campaign_id: int = 0,
+    ) -> None:
+        if num_slots < 1:
+            raise ValueError(f"num_slots must be at least 1, got {num_slots}")
+        if reward_mode not in REWARD_MODES:
+            raise ValueError(f"reward_mode must be one of {REWARD_MODES}, got {reward_mode!r}")
+        if not math.isfinite(invalid_penalty) or invalid_penalty < 0:
+            raise ValueError(f"invalid_penalty must be >= 0, got {invalid_penalty!r}")
+        self.task = task
+        self.num_slots = int(num_slots)
+        self.reward_mode = reward_mode
+        self.invalid_penalty = float(invalid_penalty)
+        self.max_turns = int(max_turns) if max_turns is not None else task.max_turns
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be at least 1, got {max_turns}")
+        self.recorder = recorder
+        self.next_campaign_id = int(first_campaign_id)
+        self.campaigns: list[Campaign | None] = [None] * self.num_slots
+        self._streams: list[np.random.Generator | None] = [None] * self.num_slots
+        self._analysis = {tool.name: tool for tool in task.analysis_tools()}
+
+    # ---- starting campaigns ---------------------------------------------------------
+
+    def reset(
+        self,
+        slots: Sequence[int] | None = None,
+        seeds: Sequence[int | None] | None = None,
+        conditions: Sequence[dict[str, Any]] | None = None,
+    ) -> list[Campaign]:
+        """Start a new campaign in each slot (all slots by default).
+
+        ``seeds[i]`` seeds slot ``slots[i]``'s campaign; None draws it from the
+        slot's stream. ``conditions`` replace the sampled ones (a fixed lab,
+        e.g. the nominal conditions); the generator still draws them first so
+        that experiment seeds do not depend on whether conditions were given.
+        """
+        slots = list(range(self.num_slots)) if slots is None else list(slots)
+        seeds = [None] * len(slots) if seeds is None else list(seeds)
+        if len(seeds) != len(slots):
+            raise ValueError(f"expected {len(slots)} seeds, got {len(seeds)}")
+        if conditions is not None and len(conditions) != len(slots):
+            raise ValueError(f"expected {len(slots)} conditions, got {len(conditions)}")
+        started = []
+        for k, (slot, seed) in enumerate(zip(slots, seeds)):
+            if seed is not None:
+                seed = check_seed(seed)
+                self._streams[slot] = np.random.default_rng([_SLOT_STREAM, seed])
+            elif self._streams[slot] is None:
+                self._streams[slot] = np.random.default_rng()
+            if seed is None:
+                seed = int(self._streams[slot].integers(0, _SEED_LIMIT))
+            rng = campaign_rng(seed)
+            sampled = self.task.sample_conditions(rng)
+            campaign = Campaign(
+                self.task,
+                self.next_campaign_id,
+                seed,
+                rng,
+                dict(conditions[k]) if conditions is not None else sampled,
+                self.max_turns,
+                best_score=float(self.task.baseline_score),
+            )
+            self.next_campaign_id += 1
+            self.campaigns[slot] = campaign
+            if self.recorder is not None:
+                self.recorder.campaign_started(campaign)
+            started.append(campaign)
+        return started
+
+    # ---- advancing them --------------------------------------------------------------
+
+    def step(self, slots: Sequence[int], proposals: Sequence[Any]) -> list[Record]:
+        """Advance each slot's campaign by one proposal; one simulator call for all experiments."""
+        slots, proposals = list(slots), list(proposals)
+        if len(slots) != len(proposals):
+            raise ValueError(f"expected {len(slots)} proposals, got {len(proposals)}")
+        if len(set(slots)) != len(slots):
+            raise ValueError("a slot may take only one proposal per step")
+        campaigns = [self._live(slot) for slot in slots]
+        seeds = [
+            None if isinstance(p, Analysis) else c.next_seed() for c, p in zip(campaigns, proposals)
+        ]
+        experiments = [
+            k for k, p in enumerate(proposals) if not isinstance(p, (Analysis, Answer, Invalid))
+        ]
+        measured = dict(
+            zip(
+                experiments,
+                self.task.run(
+                    [proposals[k] for k in experiments],
+                    [campaigns[k].conditions for k in experiments],
+                    [seeds[k] for k in experiments],
+                ),
+            )
+        )
+        records = []
+        for k, (campaign, proposal) in enumerate(zip(campaigns, proposals)):
+            if k in measured:
+                record = self._experiment(campaign, proposal, measured[k])
+            elif isinstance(proposal, Answer):
+                record = self._answer(campaign, proposal, seeds[k])
+            elif isinstance(proposal, Analysis):
+                record = self._analysis_call(campaign, proposal)
+            else:
+                record = self._invalid_call(campaign, proposal, seeds[k])
+            self._append(campaign, record)
+            records.append(record)
+        return records
+
+    def _live(self, slot: int) -> Campaign:
+        if not 0 <= slot < self.num_slots:
+            raise IndexError(f"slot {slot} out of range for {self.num_slots} slots")
+        campaign = self.campaigns[slot]
+        if campaign is None:
+            raise RuntimeError("reset() a slot before stepping it")
+        if campaign.done:
+            raise RuntimeError("step called on a finished campaign; reset it first")
+        return campaign
+
+    def _new_record(self, campaign: Campaign, kind: RecordKind, m: Measurement, **kw) -> Record:
+        score = score_of(self.task, kind, m, campaign.conditions, campaign.measurements())
+        return Record(campaign.id, len(campaign.history), kind, m, score, 0.0, **kw)
+
+    def _experiment(self, campaign: Campaign, proposal: Any, m: Measurement) -> Record:
+        view = self.task.numeric_view
+        vector = None
+        if m.experiment is not None and view is not None:
+            vector = view.to_vector(self.task.experiment_model.model_validate(m.experiment))
+        shown = m.experiment if m.experiment is not None else m.proposal
+        record = self._new_record(campaign, "experiment", m, proposal=shown, vector=vector)
+        if self.reward_mode == "improvement":
+            record.reward = max(record.score - campaign.best_score, 0.0)
         else:
-            record = _answer_record(campaign, proposal["answer"], seeds[i])
+            record.reward = record.score
+        return record
+
+    def _answer(self, campaign: Campaign, proposal: Answer, seed: int) -> Record:
+        parsed = self.task.parse_answer(proposal.value)
+        if isinstance(parsed, Invalid):
+            m = Measurement.invalid(parsed.reason, parsed.raw, task=self.task.id, seed=seed)
+            return self._new_record(campaign, "answer", m, proposal=m.proposal)
+        value = parsed.model_dump(mode="json")
+        m = Measurement("ok", experiment=value, provenance={"task": self.task.id, "seed": seed})
+        record = self._new_record(campaign, "answer", m, proposal=value)
+        record.reward = record.score
+        return record
+
+    def _analysis_call(self, campaign: Campaign, call: Analysis) -> Record:
+        proposal = {"name": call.name, "arguments": to_jsonable(call.arguments)}
+        tool = self._analysis.get(call.name)
+        if tool is None:
+            known = ", ".join(self._analysis) or "none"
+            m = Measurement.invalid(f"unknown analysis tool {call.name!r}; known: {known}")
+            return self._new_record(campaign, "analysis", m, proposal=proposal)
+        try:
+            note = tool.run(call.arguments, campaign.measurements())
+        except (ValueError, TypeError, KeyError, ArithmeticError) as err:
+            m = Measurement.invalid(f"{call.name} could not run: {err}", proposal)
+            return self._new_record(campaign, "analysis", m, proposal=proposal)
+        m = Measurement("ok", provenance={"task": self.task.id, "tool": call.name})
+        return self._new_record(campaign, "analysis", m, proposal=proposal, note=note)
+
+    def _invalid_call(self, campaign: Campaign, proposal: Invalid, seed: int) -> Record:
+        m = Measurement.invalid(proposal.reason, proposal.raw, task=self.task.id, seed=seed)
+        return self._new_record(campaign, "invalid", m, proposal=m.proposal)
+
+    def _append(self, campaign: Campaign, record: Record) -> None:
         if record.measurement.status == "invalid":
-            record.reward -= invalid_penalty
+            record.reward -= self.invalid_penalty
+        if record.score is not None and record.kind != "answer":
+            campaign.best_score = max(campaign.best_score, record.score)
         campaign.history.append(record)
-        campaign.done = record.kind == "answer" and record.measurement.ok
-        campaign.done |= campaign.remaining <= 0
-        records.append(record)
-    return records
+        if record.kind == "answer" and record.measurement.ok:
+            campaign.done, campaign.end_reason = True, "answer submitted"
+        elif campaign.remaining <= 0:
+            campaign.done, campaign.end_reason = True, "budget spent"
+        elif campaign.turns_left <= 0:
+            campaign.done = True
+            campaign.end_reason = f"turn cap reached ({campaign.max_turns} turns)"
+        if self.recorder is not None:
+            self.recorder.record(record)
+
+    # ---- what views show ---------------------------------------------------------------
+
+    def observation(self, slot: int) -> np.ndarray:
+        return observation(self.task, self.campaigns[slot])
+
+    def frame(self, slot: int, title: str | None = None) -> np.ndarray:
+        campaign = self.campaigns[slot]
+        history = campaign.history if campaign else []
+        points = [(r.score, r.measurement.status) for r in history if r.score is not None]
+        return campaign_frame(title or self.task.id, points, self.task.budget)
 
 
-def _experiment_record(campaign: Campaign, m: Measurement, reward_mode: RewardMode) -> Record:
-    task = campaign.task
-    score = task.score(m, campaign.conditions)
-    if reward_mode == "improvement":
-        reward = max(score - campaign.best_score, 0.0)
-    else:
-        reward = score
-    campaign.best_score = max(campaign.best_score, score)
-    vector = None
-    if m.experiment is not None:
-        vector = task.numeric_view.to_vector(task.experiment_model.model_validate(m.experiment))
-    return Record(m, score, reward, vector)
+def replay(task: Task, seed: int, records: Sequence[Record], **batch_kwargs: Any) -> list[Record]:
+    """Run a campaign again from its seed and recorded proposals; returns the new records.
+
+    The replayed campaign keeps the recorded campaign's id, so its records
+    compare equal to the recorded ones (``Record.to_dict(artifacts=False)``).
+    """
+    if records:
+        batch_kwargs.setdefault("first_campaign_id", records[0].campaign)
+    batch = CampaignBatch(task, 1, **batch_kwargs)
+    batch.reset([0], [seed])
+    out = []
+    for record in records:
+        out += batch.step([0], [record.replay_proposal()])
+    return out
 
 
-def _answer_record(campaign: Campaign, answer: Any, seed: int) -> Record:
-    task = campaign.task
-    parsed = task.parse_answer(answer)
-    if isinstance(parsed, Invalid):
-        m = Measurement.invalid(parsed.reason, answer, task=task.id, seed=seed)
-        return Record(m, float(task.invalid_score), 0.0, None, kind="answer")
-    history = [r.measurement for r in campaign.history]
-    score = float(task.score_answer(parsed, campaign.conditions, history))
-    m = Measurement(
-        "ok", experiment={"answer": parsed.model_dump()}, provenance={"task": task.id, "seed": seed}
-    )
-    return Record(m, score, score, None, kind="answer")
-
+# ---- the numeric observation ---------------------------------------------------------------
 
 OBS_LIMIT = 1e6  # bound on scaled observables and scores in the numeric observation
 
 
+def _n_actions(task: Task) -> int:
+    return task.numeric_view.space.shape[0] if task.numeric_view else 0
+
+
 def observation_width(task: Task) -> int:
-    """Columns of one history row: filled, ok, action, observables, score."""
-    return 2 + task.numeric_view.space.shape[0] + len(task.observables) + 1
+    """Columns: the wider of a history row and the header row."""
+    history_row = 2 + _n_actions(task) + len(task.observables) + 1
+    return max(history_row, 1 + len(task.public_conditions))
 
 
 def observation_space(task: Task) -> gym.spaces.Box:
-    """Space of :func:`observation`: flags in [0, 1], actions in [-1, 1], values bounded by 1e6."""
-    n_act = task.numeric_view.space.shape[0]
-    low = np.full((task.budget, observation_width(task)), -OBS_LIMIT, dtype=np.float32)
+    """Space of :func:`observation`: flags in [0, 1], actions in [-1, 1], values within 1e6."""
+    n_act = _n_actions(task)
+    low = np.full((task.budget + 1, observation_width(task)), -OBS_LIMIT, dtype=np.float32)
     high = np.full_like(low, OBS_LIMIT)
-    low[:, :2], high[:, :2] = 0.0, 1.0
-    low[:, 2 : 2 + n_act], high[:, 2 : 2 + n_act] = -1.0, 1.0
+    low[0, 0], high[0, 0] = 0.0, 1.0
+    low[1:, :2], high[1:, :2] = 0.0, 1.0
+    low[1:, 2 : 2 + n_act], high[1:, 2 : 2 + n_act] = -1.0, 1.0
     return gym.spaces.Box(low, high, dtype=np.float32)
 
 
-def observation(campaign: Campaign) -> np.ndarray:
-    """The campaign history as a ``(budget, width)`` float32 array, zero-padded.
+def observation(task: Task, campaign: Campaign | None) -> np.ndarray:
+    """The campaign as a ``(1 + budget, width)`` float32 array, zero-padded.
 
-    Row k describes experiment k: ``[filled, ok, action..., observable/scale..., score]``.
+    Row 0 is the header: ``[remaining budget / budget, public condition / scale...]``,
+    the same facts an LLM is told as text. Row ``k + 1`` describes budgeted
+    step ``k``: ``[filled, ok, action..., observable / scale..., score]``
+    (the action is zero for text labs and for invalid proposals).
     """
-    task = campaign.task
-    n_act = task.numeric_view.space.shape[0]
-    obs = np.zeros((task.budget, observation_width(task)), dtype=np.float32)
-    for k, record in enumerate(campaign.history[: task.budget]):
+    n_act = _n_actions(task)
+    obs = np.zeros((task.budget + 1, observation_width(task)), dtype=np.float32)
+    if campaign is None:
+        return obs
+    obs[0, 0] = campaign.remaining / task.budget
+    conditions = task.condition_vector(campaign.conditions)
+    obs[0, 1 : 1 + len(conditions)] = conditions
+    budgeted = [r for r in campaign.history if r.budgeted]
+    for k, record in enumerate(budgeted[: task.budget]):
+        row = obs[k + 1]
         m = record.measurement
-        obs[k, 0] = 1.0
-        obs[k, 1] = 1.0 if m.ok else 0.0
+        row[0] = 1.0
+        row[1] = 1.0 if m.ok else 0.0
         if record.vector is not None:
-            obs[k, 2 : 2 + n_act] = record.vector
-        if m.ok:
+            row[2 : 2 + n_act] = record.vector
+        if m.ok and record.kind == "experiment":
             for j, spec in enumerate(task.observables):
-                if spec.name in m.observables:
-                    obs[k, 2 + n_act + j] = m.observables[spec.name].value / spec.scale
-        obs[k, -1] = record.score
+                row[2 + n_act + j] = m.observables[spec.name].value / spec.scale
+        row[-1] = record.score if record.score is not None else 0.0
+    np.nan_to_num(obs, copy=False, nan=0.0, posinf=OBS_LIMIT, neginf=-OBS_LIMIT)
     np.clip(obs, -OBS_LIMIT, OBS_LIMIT, out=obs)
     return obs

@@ -1,14 +1,19 @@
-"""``LabEnv``: one campaign of a lab as a Gymnasium environment.
+"""``LabEnv``: one campaign of a lab as a Gymnasium environment (a campaign batch of one).
 
-- action: a vector in ``[-1, 1]^d`` (the task's numeric view). ``step`` also
-  takes an experiment as a dict, a pydantic model or JSON text, and
-  ``{"answer": ...}`` for labs with a final answer; that is how text agents
-  use the same environment.
-- observation: the campaign so far as a ``(budget, width)`` array (see
-  :func:`labtwin.campaign.observation`).
+- action: a vector in ``[-1, 1]^d`` for labs with a numeric view, otherwise the
+  experiment as JSON text (``gymnasium.spaces.Text``). ``step`` also takes an
+  experiment as a dict, a pydantic model or JSON text, an
+  :class:`~labtwin.experiment.Answer` for labs with a final answer, and an
+  :class:`~labtwin.experiment.Analysis` call; that is how text agents use the
+  same environment.
+- observation: the campaign so far as a ``(1 + budget, width)`` array whose
+  first row holds what the campaign states (see :func:`labtwin.campaign.observation`).
 - reward: by default the improvement of the best score so far, so a
   campaign's return is the best score it found.
-- ``info["measurement"]``: the full :class:`~labtwin.measurement.Measurement`.
+- ``info["measurement"]``: the full :class:`~labtwin.measurement.Measurement`;
+  the step's :class:`~labtwin.campaign.Record` is ``env.campaign.history[-1]``
+  (not in ``info``: its campaign id counts resets, and Gymnasium asks that the
+  same seed gives the same info).
 """
 
 from __future__ import annotations
@@ -18,9 +23,15 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from labtwin.campaign import Campaign, RewardMode, observation, observation_space, step_campaigns
-from labtwin.frames import campaign_frame
+from labtwin.campaign import Campaign, CampaignBatch, Record, RewardMode, observation_space
 from labtwin.task import Task
+
+RENDER_MODES = (None, "rgb_array")
+
+
+def check_render_mode(render_mode: str | None) -> None:
+    if render_mode not in RENDER_MODES:
+        raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
 
 
 class LabEnv(gym.Env):
@@ -32,48 +43,53 @@ class LabEnv(gym.Env):
         render_mode: str | None = None,
         reward_mode: RewardMode = "improvement",
         invalid_penalty: float = 0.0,
+        max_turns: int | None = None,
     ) -> None:
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        check_render_mode(render_mode)
         self.task = task
         self.render_mode = render_mode
-        self.reward_mode = reward_mode
-        self.invalid_penalty = invalid_penalty
-        self.action_space = task.numeric_view.space
+        self.batch = CampaignBatch(task, 1, reward_mode, invalid_penalty, max_turns)
+        self.action_space = task.action_space
         self.observation_space = observation_space(task)
-        self.campaign: Campaign | None = None
+
+    @property
+    def campaign(self) -> Campaign | None:
+        return self.batch.campaigns[0]
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
-        self.campaign = Campaign.start(self.task, self.np_random)
-        return observation(self.campaign), {"experiments_done": 0}
+        (campaign,) = self.batch.reset([0], [seed])
+        return self.batch.observation(0), reset_info(campaign)
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         if self.campaign is None:
             raise RuntimeError("call reset() before step()")
-        (record,) = step_campaigns(
-            [self.campaign], [action], self.reward_mode, self.invalid_penalty
-        )
-        info = step_info(self.campaign, record)
-        return observation(self.campaign), float(record.reward), self.campaign.done, False, info
+        (record,) = self.batch.step([0], [action])
+        campaign = self.campaign
+        info = step_info(campaign, record)
+        return self.batch.observation(0), float(record.reward), campaign.done, False, info
 
     def render(self) -> np.ndarray | None:
         if self.render_mode != "rgb_array":
             return None
-        history = self.campaign.history if self.campaign else []
-        return campaign_frame(
-            self.task.id, [(r.score, r.measurement.status) for r in history], self.task.budget
-        )
+        return self.batch.frame(0)
 
 
-def step_info(campaign: Campaign, record: Any) -> dict[str, Any]:
+def reset_info(campaign: Campaign) -> dict[str, Any]:
+    """The ``info`` dict of a reset."""
+    return {"experiments_done": 0, "campaign_seed": campaign.seed}
+
+
+def step_info(campaign: Campaign, record: Record) -> dict[str, Any]:
     """The ``info`` dict of one step."""
     return {
+        "kind": record.kind,
         "measurement": record.measurement,
         "status": record.measurement.status,
-        "score": float(record.score),
+        "score": float(record.score) if record.score is not None else float("nan"),
         "best_score": float(campaign.best_score),
-        "experiments_done": len(campaign.history),
+        "experiments_done": campaign.experiments,
+        "end_reason": campaign.end_reason,
     }

@@ -68,6 +68,51 @@ class Invalid:
     raw: Any = None
 
 
+@dataclass(frozen=True)
+class Answer:
+    """A proposal that submits a campaign's final answer (labs with an ``answer_model``).
+
+    ``value`` is the answer as a model instance, a dict or JSON text.
+    """
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """A proposal that calls one of the lab's analysis tools (costs no experiment)."""
+
+    name: str
+    arguments: dict[str, Any]
+
+
+#: characters of a text action (the experiment as JSON text): printable ASCII
+TEXT_CHARSET = "".join(chr(c) for c in range(32, 127))
+TEXT_MAX_LENGTH = 4096
+
+
+def text_action_space() -> gym.spaces.Text:
+    """Action space of a lab without a numeric view: the experiment as JSON text."""
+    return gym.spaces.Text(max_length=TEXT_MAX_LENGTH, min_length=0, charset=TEXT_CHARSET)
+
+
+MAX_REASON = 1000  # characters of an invalid proposal's reason
+_SHOWN = 80  # characters of a rejected value shown in the reason
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # e.g. an int too long to print
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
+def cap_reason(reason: str) -> str:
+    """A reason short enough to read (and to send back to an LLM)."""
+    return reason if len(reason) <= MAX_REASON else reason[: MAX_REASON - 3] + "..."
+
+
 def _format_errors(error: ValidationError) -> str:
     parts = []
     for item in error.errors():
@@ -78,9 +123,9 @@ def _format_errors(error: ValidationError) -> str:
         elif item["type"] == "missing":
             message = "field required"
         value = item.get("input")
-        shown = "" if item["type"] == "missing" else f" (got {value!r})"
+        shown = "" if item["type"] == "missing" else f" (got {_shown(value)})"
         parts.append(f"{where}: {message}{shown}")
-    return "; ".join(parts)
+    return cap_reason("; ".join(parts))
 
 
 def parse_experiment(model: type[Experiment], proposal: Any) -> Experiment | Invalid:
@@ -96,18 +141,27 @@ def parse_experiment(model: type[Experiment], proposal: Any) -> Experiment | Inv
     >>> parse_experiment(Heat, {"temperature_K": 900}).reason
     'temperature_K: Input should be less than or equal to 400 (got 900)'
     """
-    if isinstance(proposal, model):
-        return proposal
     raw = proposal
-    if isinstance(proposal, (str, bytes)):
+    if isinstance(proposal, bytes):
+        try:
+            proposal = proposal.decode("utf-8")
+        except UnicodeDecodeError:
+            return Invalid("an experiment must be UTF-8 JSON text", raw)
+    if isinstance(proposal, str):
         try:
             proposal = json.loads(proposal)
         except json.JSONDecodeError as err:
             return Invalid(
                 f"malformed JSON: {err.msg} at line {err.lineno} column {err.colno}", raw
             )
+        except (ValueError, RecursionError) as err:  # 5,000-digit numbers, deep nesting
+            return Invalid(f"unreadable JSON: {type(err).__name__}: {str(err)[:120]}", raw)
     if isinstance(proposal, BaseModel):
-        proposal = proposal.model_dump()
+        # revalidate every instance: model_construct and model_copy(update=...) skip validation
+        try:
+            proposal = proposal.model_dump()
+        except (ValueError, TypeError, RecursionError) as err:
+            return Invalid(f"the experiment could not be read: {type(err).__name__}", raw)
     if not isinstance(proposal, dict):
         return Invalid(
             f"an experiment must be a JSON object with fields {sorted(model.model_fields)}, "
@@ -118,6 +172,8 @@ def parse_experiment(model: type[Experiment], proposal: Any) -> Experiment | Inv
         return model.model_validate(proposal)
     except ValidationError as err:
         return Invalid(_format_errors(err), raw)
+    except (ValueError, TypeError, OverflowError, RecursionError) as err:
+        return Invalid(f"the experiment could not be read: {type(err).__name__}", raw)
 
 
 def tool_schema(model: type[Experiment]) -> dict[str, Any]:
@@ -181,19 +237,28 @@ def field_bounds(field: Any) -> tuple[float, float] | None:
     return low, high
 
 
+class NoNumericReading(TypeError):
+    """The experiment model has a field that no number can stand for."""
+
+
 class NumericView:
     """The experiment model seen as a ``Box(-1, 1, (d,))`` action space.
 
-    Bounded float and int fields and ``Literal`` choices become one axis each;
-    a field without a numeric reading must have a default, which the numeric
-    view always uses (e.g. a SMILES string).
+    Bounded float and int fields and ``Literal`` choices become one axis each.
+    A model with any other field (a SMILES string, a list of protocol steps)
+    has no automatic numeric reading: constructing the view raises
+    :class:`NoNumericReading`, and the lab is a text lab unless it builds a
+    view of its own (:meth:`labtwin.Task.make_numeric_view`). ``fixed`` holds
+    values that a custom view adds to every experiment.
     """
 
-    def __init__(self, model: type[Experiment]):
+    def __init__(self, model: type[Experiment], fixed: dict[str, Any] | None = None):
         self.model = model
         self.axes: list[_Axis] = []
-        self.fixed: dict[str, Any] = {}
+        self.fixed: dict[str, Any] = dict(fixed or {})
         for name, field in model.model_fields.items():
+            if name in self.fixed:
+                continue
             annotation = field.annotation
             extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
             bounds = field_bounds(field)
@@ -203,13 +268,13 @@ class NumericView:
                 kind = "int" if annotation is int else "float"
                 log = extra.get("scale") == "log"
                 self.axes.append(_Axis(name, kind, bounds[0], bounds[1], log))
-            elif not field.is_required():
-                self.fixed[name] = field.get_default(call_default_factory=True)
             else:
-                raise TypeError(
-                    f"{model.__name__}.{name} has no numeric reading (bounded float/int or "
-                    "Literal) and no default; give it a default or override the task's numeric view"
+                raise NoNumericReading(
+                    f"{model.__name__}.{name} has no numeric reading (a bounded float/int or a "
+                    "Literal); pass it in `fixed` or let the lab be a text lab"
                 )
+        if not self.axes:
+            raise NoNumericReading(f"{model.__name__} has no numeric field")
         self.space = gym.spaces.Box(-1.0, 1.0, shape=(len(self.axes),), dtype=np.float32)
 
     @property

@@ -81,7 +81,14 @@ class Measurement:
 
     @classmethod
     def invalid(cls, reason: str, proposal: Any = None, **provenance: Any) -> Measurement:
-        return cls("invalid", reason=reason, proposal=to_jsonable(proposal), provenance=provenance)
+        from labtwin.experiment import cap_reason
+
+        return cls(
+            "invalid",
+            reason=cap_reason(reason),
+            proposal=to_jsonable(proposal),
+            provenance=provenance,
+        )
 
     @classmethod
     def failed(cls, reason: str, experiment: dict | None = None, **kw: Any) -> Measurement:
@@ -135,22 +142,39 @@ class Measurement:
         return values + cost
 
 
-def to_jsonable(value: Any) -> Any:
-    """Best-effort conversion of a proposal or provenance value to JSON types."""
-    if value is None or isinstance(value, (str, bool, int)):
+_MAX_DEPTH = 64  # nesting kept in a recorded proposal; deeper parts become text
+
+
+def to_jsonable(value: Any, _depth: int = 0) -> Any:
+    """Best-effort conversion of a proposal or provenance value to JSON types.
+
+    Never raises: integers too long for JSON's readers and nesting deeper than
+    64 levels are kept as (truncated) text.
+    """
+    if _depth > _MAX_DEPTH:
+        return "<nested deeper than 64 levels>"
+    if isinstance(value, bool) or value is None or isinstance(value, str):
         return value
+    if isinstance(value, int):
+        return value if abs(value) < 2**63 else f"<integer of {value.bit_length()} bits>"
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     if isinstance(value, np.ndarray):
-        return [to_jsonable(v) for v in value.tolist()]
+        return to_jsonable(value.tolist(), _depth + 1) if value.ndim else to_jsonable(value.item())
     if isinstance(value, np.generic):
-        return to_jsonable(value.item())
+        return to_jsonable(value.item(), _depth)
     if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
+        return {str(k)[:200]: to_jsonable(v, _depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [to_jsonable(v) for v in value]
+        return [to_jsonable(v, _depth + 1) for v in value]
     if hasattr(value, "model_dump"):
-        return to_jsonable(value.model_dump())
-    return repr(value)
+        try:
+            return to_jsonable(value.model_dump(), _depth + 1)
+        except (ValueError, TypeError, RecursionError):
+            return f"<{type(value).__name__}>"
+    try:
+        return repr(value)[:200]
+    except (ValueError, RecursionError):
+        return f"<{type(value).__name__}>"

@@ -21,7 +21,8 @@ from labtwin.task import Task
 from labtwin.vector import VectorLabEnv
 
 NAMESPACE = "labtwin"
-_ENV_KWARGS = ("render_mode", "reward_mode", "invalid_penalty")
+_ENV_KWARGS = ("render_mode", "reward_mode", "invalid_penalty", "max_turns")
+_VEC_KWARGS = (*_ENV_KWARGS, "autoreset_mode", "recorder")
 _TASKS: dict[str, type[Task] | str] = {}
 
 
@@ -86,8 +87,10 @@ def load_task(task_id: str, **task_kwargs: Any) -> Task:
     return _task_class(task_id)(**task_kwargs)
 
 
-def _split(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    env_kw = {k: kwargs.pop(k) for k in _ENV_KWARGS if k in kwargs}
+def _split(
+    kwargs: dict[str, Any], names: tuple[str, ...] = _ENV_KWARGS
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    env_kw = {k: kwargs.pop(k) for k in names if k in kwargs}
     return env_kw, kwargs
 
 
@@ -97,7 +100,7 @@ def _make_env(task_id: str, **kwargs: Any) -> LabEnv:
 
 
 def _make_vec(task_id: str, num_envs: int = 1, **kwargs: Any) -> VectorLabEnv:
-    env_kw, task_kw = _split(dict(kwargs))
+    env_kw, task_kw = _split(dict(kwargs), _VEC_KWARGS)
     return VectorLabEnv(load_task(task_id, **task_kw), num_envs, **env_kw)
 
 

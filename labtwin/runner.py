@@ -5,7 +5,8 @@ and ``observe(vector, score)``: random search, CMA-ES, Bayesian optimisation
 (see :mod:`labtwin.agents.baselines`). Agents are found by name through the
 ``labtwin.agents`` entry-point group. ``run_campaigns`` runs ``n`` campaigns
 as one :class:`~labtwin.vector.VectorLabEnv`, so each round of proposals is a
-single batched simulator call, and records everything in a run directory.
+single batched simulator call, and the run store records every campaign's
+conditions and every record as the engine makes them.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ import gymnasium as gym
 import numpy as np
 from rich.progress import Progress
 
-from labtwin.registry import make_vec, short_id
+from labtwin.campaign import Campaign
+from labtwin.registry import load_task, short_id
 from labtwin.runs import RunStore
+from labtwin.vector import VectorLabEnv
 
 
 class Agent(Protocol):
@@ -81,11 +84,14 @@ def run_campaigns(
     Campaign ``i`` is seeded with ``seed + i`` and its agent with the same
     seed. Returns the per-campaign summaries and the run directory.
     """
-    env = make_vec(task_id, n_campaigns, **task_kwargs)
-    task = env.task
+    task = load_task(task_id, **task_kwargs)
+    if task.numeric_view is None:
+        raise ValueError(
+            f"{task.id} has no numeric view, so the optimiser baselines cannot propose for it"
+        )
     agents = [load_agent(agent, **(agent_kwargs or {})) for _ in range(n_campaigns)]
     for i, a in enumerate(agents):
-        a.reset(env.single_action_space, seed + i)
+        a.reset(task.numeric_view.space, seed + i)
     run_dir = Path(run_dir) if run_dir else default_run_dir(task_id, agent)
     config = {
         "kind": "campaigns",
@@ -97,34 +103,29 @@ def run_campaigns(
         "seed": seed,
         "budget": task.budget,
     }
-    env.reset(seed=seed)
     with RunStore(run_dir, config) as store, Progress(disable=not progress) as bar:
+        env = VectorLabEnv(task, n_campaigns, recorder=store)
+        store.context = {"agent": agent}
+        env.reset(seed=seed)
         job = bar.add_task(f"{task.id} · {agent}", total=task.budget * n_campaigns)
-        for step in range(task.budget):
+        for _ in range(task.budget):
             actions = np.stack([a.propose() for a in agents]).astype(np.float32)
-            _, rewards, _, _, info = env.step(actions)
+            _, _, _, _, info = env.step(actions)
             for i, a in enumerate(agents):
                 a.observe(actions[i], float(info["score"][i]))
-                store.log_experiment(
-                    i,
-                    step,
-                    info["measurement"][i],
-                    float(info["score"][i]),
-                    float(rewards[i]),
-                    agent=agent,
-                )
             bar.advance(job, n_campaigns)
-        summaries = [_summarise(i, c.history, task.cost_unit) for i, c in enumerate(env.campaigns)]
+        summaries = [_summarise(c, task.cost_unit) for c in env.campaigns]
         for s in summaries:
-            store.log_campaign(**s.__dict__)
+            store.log_campaign_end(**s.__dict__)
     return summaries, run_dir
 
 
-def _summarise(index: int, history: list[Any], cost_unit: str) -> CampaignSummary:
+def _summarise(campaign: Campaign, cost_unit: str) -> CampaignSummary:
+    history = [r for r in campaign.history if r.kind == "experiment"]
     best = max(history, key=lambda r: r.score)
     m = best.measurement
     return CampaignSummary(
-        campaign=index,
+        campaign=campaign.id,
         best_score=float(best.score),
         best_experiment=m.experiment,
         best_observables={k: str(v) for k, v in m.observables.items()},

@@ -3,14 +3,23 @@
 Layout of a run directory::
 
     config.json          what was run (task, agent, seeds, versions), written once
-    experiments.jsonl    one line per experiment: campaign, step, measurement, score, reward
-    campaigns.jsonl      one line per finished campaign: best score, cost, best experiment
+    campaigns.jsonl      per campaign: a "start" line (seed, conditions, which of them are
+                         hidden from the agent) and, where a runner summarises, an "end" line
+    records.jsonl        one line per record (campaign, step, kind, proposal, measurement,
+                         score, reward), plus the run's context (e.g. the training step)
     metrics.jsonl        one line per training step or evaluation
     artifacts/           arrays (trajectories, time courses) as .npy files
 
-Every line is flushed (and, unless ``durable=False``, fsynced) as it is written, so a crash loses at most
-the line being written; :func:`load` skips a torn last line. Opening an
-existing run with ``resume=True`` appends to it.
+A :class:`RunStore` is an observer of the campaign engine
+(:class:`~labtwin.campaign.CampaignBatch` ``recorder=``): it writes each
+campaign's conditions once, when the campaign starts, and every record as it
+is made. So a run can be re-scored offline (:meth:`Run.rescore`), audited,
+and any campaign replayed from its seed and proposals.
+
+Every line is flushed (and, unless ``durable=False``, fsynced) as it is
+written, so a crash loses at most the line being written. :func:`load` skips a
+torn or undecodable last line; opening a run with ``resume=True`` cuts such a
+torn tail off before appending, so the run stays readable.
 """
 
 from __future__ import annotations
@@ -19,19 +28,33 @@ import json
 import os
 import re
 import time
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from labtwin.campaign import Campaign, Record, score_of
 from labtwin.measurement import Measurement, to_jsonable
+from labtwin.task import Task
 
-_STREAMS = ("experiments", "campaigns", "metrics")
+_STREAMS = ("campaigns", "records", "metrics")
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """Drop a last line that a crash left without its newline."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as f:
+        data = f.read()
+        if data.endswith(b"\n"):
+            return
+        f.truncate(data.rfind(b"\n") + 1)
 
 
 class RunStore:
-    """Writer for a run directory."""
+    """Writer for a run directory; also the campaign engine's recorder."""
 
     def __init__(
         self,
@@ -42,6 +65,8 @@ class RunStore:
     ) -> None:
         self.path = Path(path)
         self.durable = durable
+        #: merged into every record line (e.g. ``{"train_step": 3}``)
+        self.context: dict[str, Any] = {}
         config_file = self.path / "config.json"
         if config_file.exists() and not resume:
             raise FileExistsError(f"{self.path} already holds a run; pass resume=True to append")
@@ -51,52 +76,58 @@ class RunStore:
             tmp = config_file.with_suffix(".tmp")
             tmp.write_text(json.dumps(to_jsonable(config), indent=2))
             tmp.replace(config_file)
-        self._files = {name: open(self.path / f"{name}.jsonl", "a") for name in _STREAMS}
+        self._files = {}
+        for name in _STREAMS:
+            _cut_torn_tail(self.path / f"{name}.jsonl")
+            self._files[name] = open(self.path / f"{name}.jsonl", "a", encoding="utf-8")
 
-    def _append(self, stream: str, record: dict[str, Any]) -> None:
+    def _append(self, stream: str, line: dict[str, Any]) -> None:
         f = self._files[stream]
-        f.write(json.dumps(to_jsonable(record), allow_nan=False) + "\n")
+        f.write(json.dumps(to_jsonable(line), allow_nan=False) + "\n")
         f.flush()
         if self.durable:
             os.fsync(f.fileno())
 
     def save_artifact(self, name: str, array: np.ndarray) -> str:
         """Write an array under ``artifacts/``; returns its path relative to the run."""
-        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".")
         rel = f"artifacts/{safe}.npy"
         np.save(self.path / rel, np.asarray(array))
         return rel
 
-    def log_experiment(
-        self,
-        campaign: int,
-        step: int,
-        measurement: Measurement,
-        score: float,
-        reward: float,
-        **extra: Any,
-    ) -> None:
-        """Record one experiment; its artifacts go to files named after it."""
-        record = measurement.to_dict()
-        record["artifacts"] = {
-            name: self.save_artifact(f"c{campaign:05d}_s{step:04d}_{name}", array)
-            for name, array in measurement.artifacts.items()
-        }
+    # ---- the engine's recorder -------------------------------------------------------
+
+    def campaign_started(self, campaign: Campaign) -> None:
+        """Write a campaign's seed and conditions once, marking those the agent is not told."""
+        public = [spec.name for spec in campaign.task.public_conditions]
         self._append(
-            "experiments",
+            "campaigns",
             {
-                "campaign": campaign,
-                "step": step,
-                "score": score,
-                "reward": reward,
-                "measurement": record,
-                "time": time.time(),
-                **extra,
+                "event": "start",
+                "campaign": campaign.id,
+                "task": campaign.task.id,
+                "seed": campaign.seed,
+                "budget": campaign.task.budget,
+                "max_turns": campaign.max_turns,
+                "conditions": campaign.conditions,
+                "hidden": sorted(k for k in campaign.conditions if k not in public),
+                **self.context,
             },
         )
 
-    def log_campaign(self, campaign: int, **summary: Any) -> None:
-        self._append("campaigns", {"campaign": campaign, **summary})
+    def record(self, record: Record) -> None:
+        """Write one record; its measurement's artifacts go to files named after it."""
+        line = record.to_dict()
+        line["measurement"]["artifacts"] = {
+            name: self.save_artifact(f"c{record.campaign:06d}_s{record.step:04d}_{name}", array)
+            for name, array in record.measurement.artifacts.items()
+        }
+        self._append("records", {**line, "time": time.time(), **self.context})
+
+    # ---- summaries ------------------------------------------------------------------------
+
+    def log_campaign_end(self, campaign: int, **summary: Any) -> None:
+        self._append("campaigns", {"event": "end", "campaign": campaign, **summary})
 
     def log_metrics(self, step: int, **metrics: Any) -> None:
         self._append("metrics", {"step": step, "time": time.time(), **metrics})
@@ -112,21 +143,40 @@ class RunStore:
         self.close()
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The lines of a JSONL file and how many unreadable lines were skipped.
+
+    A torn last line (a crash mid-write, possibly binary) is skipped silently;
+    an unreadable line elsewhere is skipped with a warning.
+    """
     if not path.exists():
-        return []
-    records = []
-    lines = path.read_text().splitlines()
-    for n, line in enumerate(lines):
-        if not line.strip():
+        return [], 0
+    lines = path.read_bytes().split(b"\n")
+    rows, skipped = [], 0
+    for n, raw in enumerate(lines):
+        if not raw.strip():
             continue
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
+            rows.append(json.loads(raw.decode("utf-8")))
+        except (UnicodeDecodeError, ValueError, RecursionError):
             if n == len(lines) - 1:
-                break  # torn last line from a crash
-            raise
-    return records
+                break  # torn last line
+            skipped += 1
+    if skipped:
+        warnings.warn(f"{path}: skipped {skipped} unreadable line(s)", stacklevel=3)
+    return rows, skipped
+
+
+@dataclass
+class CampaignInfo:
+    """What the run knows about one campaign: its seed, conditions and (if any) summary."""
+
+    campaign: int
+    seed: int
+    conditions: dict[str, Any]
+    hidden: list[str]
+    start: dict[str, Any]
+    end: dict[str, Any] | None = None
 
 
 @dataclass
@@ -135,26 +185,56 @@ class Run:
 
     path: Path
     config: dict[str, Any]
-    experiments: list[dict[str, Any]]
-    campaigns: list[dict[str, Any]]
+    records: list[Record]
+    record_lines: list[dict[str, Any]]
+    campaigns: dict[int, CampaignInfo]
     metrics: list[dict[str, Any]]
+    skipped_lines: int = 0
+    _index: dict[int, list[Record]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        for record in self.records:
+            self._index.setdefault(record.campaign, []).append(record)
 
     def measurements(self) -> list[Measurement]:
-        return [Measurement.from_dict(r["measurement"]) for r in self.experiments]
-
-    def artifact(self, rel_path: str) -> np.ndarray:
-        return np.load(self.path / rel_path)
+        """Measurements of every experiment record, in order."""
+        return [r.measurement for r in self.records if r.kind == "experiment"]
 
     def campaign_ids(self) -> list[int]:
-        return sorted({r["campaign"] for r in self.experiments})
+        return sorted(set(self._index) | set(self.campaigns))
+
+    def records_of(self, campaign: int) -> list[Record]:
+        return list(self._index.get(campaign, []))
+
+    def artifact(self, rel_path: str) -> np.ndarray:
+        """An array the run saved; paths that leave the run directory are refused."""
+        root = self.path.resolve()
+        target = (root / rel_path).resolve()
+        if not target.is_relative_to(root / "artifacts"):
+            raise ValueError(f"{rel_path!r} is not an artifact of this run")
+        return np.load(target, allow_pickle=False)
 
     def best_scores(self) -> dict[int, float]:
-        """Best score per campaign, from the experiment records."""
+        """Best experiment score per campaign."""
         best: dict[int, float] = {}
-        for r in self.experiments:
-            c = r["campaign"]
-            best[c] = max(best.get(c, -np.inf), r["score"])
+        for r in self.records:
+            if r.kind == "experiment" and r.score is not None:
+                best[r.campaign] = max(best.get(r.campaign, -np.inf), r.score)
         return best
+
+    def rescore(self, task: Task) -> list[float | None]:
+        """Every record's score recomputed with the lab and its campaign's recorded conditions."""
+        out = []
+        history: dict[int, list[Measurement]] = {}
+        for r in self.records:
+            info = self.campaigns.get(r.campaign)
+            if info is None:
+                raise KeyError(f"campaign {r.campaign} has no recorded conditions")
+            seen = history.setdefault(r.campaign, [])
+            out.append(score_of(task, r.kind, r.measurement, info.conditions, list(seen)))
+            if r.kind == "experiment":
+                seen.append(r.measurement)
+        return out
 
 
 def load(path: str | os.PathLike) -> Run:
@@ -163,10 +243,24 @@ def load(path: str | os.PathLike) -> Run:
     config_file = path / "config.json"
     if not config_file.exists():
         raise FileNotFoundError(f"{path} is not a labtwin run (no config.json)")
+    lines, skipped = _read_jsonl(path / "records.jsonl")
+    campaign_lines, skipped_c = _read_jsonl(path / "campaigns.jsonl")
+    metrics, skipped_m = _read_jsonl(path / "metrics.jsonl")
+    campaigns: dict[int, CampaignInfo] = {}
+    for line in campaign_lines:
+        c = int(line["campaign"])
+        if line.get("event") == "start":
+            campaigns[c] = CampaignInfo(
+                c, int(line["seed"]), line["conditions"], line.get("hidden", []), line
+            )
+        elif line.get("event") == "end" and c in campaigns:
+            campaigns[c].end = line
     return Run(
         path=path,
         config=json.loads(config_file.read_text()),
-        experiments=_read_jsonl(path / "experiments.jsonl"),
-        campaigns=_read_jsonl(path / "campaigns.jsonl"),
-        metrics=_read_jsonl(path / "metrics.jsonl"),
+        records=[Record.from_dict(line) for line in lines],
+        record_lines=lines,
+        campaigns=campaigns,
+        metrics=metrics,
+        skipped_lines=skipped + skipped_c + skipped_m,
     )

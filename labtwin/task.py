@@ -9,8 +9,15 @@ A task subclass declares
 - ``budget`` and ``brief``: how many experiments a campaign may run, and the
   natural-language description given to LLM agents,
 - optionally ``answer_model`` and ``score_answer`` for labs that end with a
-  submitted answer, and ``sample_conditions`` for hidden per-campaign state
-  (a batch of catalyst that differs from the last one).
+  submitted answer, ``sample_conditions`` for per-campaign state (a batch of
+  catalyst that differs from the last one), and ``public_conditions``: the
+  conditions an agent is told (a target, an isotherm), given to LLMs as text
+  and to numeric agents in the observation; all other conditions are hidden.
+
+A lab whose experiment has fields no number can stand for (SMILES, a protocol
+list) has no numeric view: its action is the experiment as JSON text, and it
+implements ``random_experiment``. A lab may build a numeric view of its own
+(``make_numeric_view``).
 
 Everything else (validation, seeding, the Gymnasium and vector views, the run
 store) is the core's job.
@@ -25,10 +32,19 @@ from functools import cache
 from importlib import metadata
 from typing import Any, ClassVar
 
+import gymnasium as gym
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from labtwin.experiment import Experiment, Invalid, NumericView, parse_experiment, tool_schema
+from labtwin.experiment import (
+    Experiment,
+    Invalid,
+    NoNumericReading,
+    NumericView,
+    parse_experiment,
+    text_action_space,
+    tool_schema,
+)
 from labtwin.measurement import Measurement, ObservableSpec
 
 
@@ -80,12 +96,26 @@ class Task:
     #: score that an empty campaign starts from (improvement rewards count from here)
     baseline_score: ClassVar[float] = 0.0
     default_budget: ClassVar[int] = 20
+    #: campaign conditions an agent is told (name = key of the conditions dict)
+    public_conditions: ClassVar[tuple[ObservableSpec, ...]] = ()
+    #: a campaign ends after ``turns_per_experiment * budget`` turns (analysis calls count)
+    turns_per_experiment: ClassVar[int] = 2
 
     def __init__(self, budget: int | None = None) -> None:
         self.budget = int(budget if budget is not None else self.default_budget)
         if self.budget < 1:
             raise ValueError(f"budget must be at least 1, got {self.budget}")
-        self.numeric_view = NumericView(self.experiment_model)
+        self.numeric_view: NumericView | None = self.make_numeric_view()
+
+    @property
+    def max_turns(self) -> int:
+        """Turns (experiments, answers, analysis and invalid calls) a campaign may take."""
+        return self.turns_per_experiment * self.budget
+
+    @property
+    def action_space(self) -> gym.Space:
+        """``Box(-1, 1, (d,))`` for a lab with a numeric view, else JSON text."""
+        return self.numeric_view.space if self.numeric_view else text_action_space()
 
     # ---- what a lab implements -------------------------------------------------
 
@@ -127,8 +157,34 @@ class Task:
         return []
 
     def describe_conditions(self, conditions: dict[str, Any]) -> str:
-        """What may be told about a campaign's conditions (nothing by default)."""
-        return ""
+        """What an agent is told about a campaign: its ``public_conditions``, as text."""
+        return " ".join(
+            f"{spec.description}: {conditions[spec.name]:.4g} {spec.unit}".rstrip() + "."
+            for spec in self.public_conditions
+        )
+
+    def make_numeric_view(self) -> NumericView | None:
+        """The numeric view of the experiment model, or None for a text lab.
+
+        Override to give a lab with non-numeric fields a numeric view of its
+        own (e.g. ``NumericView(model, fixed={"solvent": "water"})``).
+        """
+        try:
+            return NumericView(self.experiment_model)
+        except NoNumericReading:
+            return None
+
+    def random_experiment(self, rng: np.random.Generator) -> Experiment:
+        """A random valid experiment (uniform in the numeric view; text labs override)."""
+        if self.numeric_view is None:
+            raise NotImplementedError(
+                f"{self.id} has no numeric view; it must implement random_experiment"
+            )
+        experiment = self.numeric_view.to_experiment(
+            rng.uniform(-1.0, 1.0, self.numeric_view.space.shape)
+        )
+        assert not isinstance(experiment, Invalid), experiment
+        return experiment
 
     # ---- provided by the core ----------------------------------------------------
 
@@ -137,7 +193,16 @@ class Task:
         if isinstance(proposal, Invalid):
             return proposal
         if isinstance(proposal, (np.ndarray, list, tuple)) and not isinstance(proposal, str):
-            return self.numeric_view.to_experiment(np.asarray(proposal, dtype=np.float64))
+            if self.numeric_view is None:
+                return Invalid(
+                    f"{self.id} has no numeric view: propose the experiment as a JSON object",
+                    proposal,
+                )
+            try:
+                vector = np.asarray(proposal, dtype=np.float64)
+            except (TypeError, ValueError, OverflowError) as err:
+                return Invalid(f"action is not a vector of numbers: {err}", proposal)
+            return self.numeric_view.to_experiment(vector)
         return parse_experiment(self.experiment_model, proposal)
 
     def parse_answer(self, answer: Any) -> BaseModel | Invalid:
@@ -189,7 +254,9 @@ class Task:
         return results  # type: ignore[return-value]
 
     def _finish(self, m: Measurement, experiment: Experiment, seed: int) -> Measurement:
-        m.experiment = experiment.model_dump()
+        if m.ok:
+            self._check_declared(m)
+        m.experiment = experiment.model_dump(mode="json")
         m.cost_unit = m.cost_unit or self.cost_unit
         m.provenance = {"task": self.id, "seed": seed, **m.provenance}
         m.provenance["versions"] = {**package_versions(), **m.provenance.get("versions", {})}
@@ -202,6 +269,24 @@ class Task:
             if bad:
                 m.status, m.reason = "failed", f"simulation produced non-finite values for {bad}"
         return m
+
+    def _check_declared(self, m: Measurement) -> None:
+        """An ``ok`` measurement holds exactly the declared observables (a lab bug otherwise)."""
+        declared = {spec.name for spec in self.observables}
+        if set(m.observables) != declared:
+            extra = sorted(set(m.observables) - declared)
+            missing = sorted(declared - set(m.observables))
+            raise RuntimeError(
+                f"{type(self).__name__}.simulate returned observables that differ from the "
+                f"declared ones: undeclared {extra}, missing {missing}"
+            )
+
+    def condition_vector(self, conditions: dict[str, Any]) -> np.ndarray:
+        """The public conditions divided by their scales (the numeric agents' view)."""
+        return np.array(
+            [float(conditions[spec.name]) / spec.scale for spec in self.public_conditions],
+            dtype=np.float64,
+        )
 
     def score(self, measurement: Measurement, conditions: dict[str, Any]) -> float:
         """Reward of a measurement, with the invalid score for non-``ok`` ones."""
@@ -241,4 +326,8 @@ class Task:
             "cost_unit": cls.cost_unit,
             "budget": cls.default_budget,
             "answer_schema": cls.answer_model.model_json_schema() if cls.answer_model else None,
+            "public_conditions": [
+                {"name": c.name, "unit": c.unit, "description": c.description}
+                for c in cls.public_conditions
+            ],
         }

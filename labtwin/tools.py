@@ -16,8 +16,10 @@ Hermes/Qwen form most chat templates use::
 Every reply costs one experiment slot, except an analysis call; a reply
 without a parsable call, an unknown tool or invalid arguments is recorded as
 an ``invalid`` measurement whose reason is sent back as the tool result, so
-the model can learn from it, and ``invalid_penalty`` is subtracted. Nothing a
-model writes can crash a rollout.
+the model can learn from it, and ``invalid_penalty`` is subtracted. Every
+reply, analysis calls included, is a turn; a campaign ends after the lab's
+``max_turns`` turns with a message that says so. Nothing a model writes can
+crash a rollout.
 
 :class:`ChatLabEnv` holds a batch of conversations and steps all live ones
 with one simulator call.
@@ -26,21 +28,37 @@ with one simulator call.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from labtwin.campaign import Campaign, Record, step_campaigns
-from labtwin.experiment import Invalid, tool_schema
+from labtwin.campaign import Campaign, CampaignBatch, Record, RewardMode
+from labtwin.experiment import Analysis, Answer, Invalid, tool_schema
 from labtwin.task import AnalysisTool, Task
 
-__all__ = ["AnalysisTool", "ChatLabEnv", "lab_tools", "parse_tool_call", "format_tool_call"]
+__all__ = [
+    "AnalysisTool",
+    "ChatLabEnv",
+    "format_tool_call",
+    "lab_tools",
+    "parse_tool_call",
+    "proposal_from_call",
+]
 
 PROPOSE = "propose_experiment"
 SUBMIT = "submit_answer"
-_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+OPEN, CLOSE = "<tool_call>", "</tool_call>"
+
+
+def _call_span(text: str) -> tuple[int, int, str] | None:
+    """Start, end and body of the first ``<tool_call>...</tool_call>`` (linear time)."""
+    start = text.find(OPEN)
+    if start < 0:
+        return None
+    body_start = start + len(OPEN)
+    close = text.find(CLOSE, body_start)
+    end = len(text) if close < 0 else close + len(CLOSE)
+    body = text[body_start : len(text) if close < 0 else close]
+    return start, end, body.strip()
 
 
 def lab_tools(task: Task) -> list[dict[str, Any]]:
@@ -87,9 +105,9 @@ def parse_tool_call(text: str) -> ToolCall | CallError:
     >>> parse_tool_call("I think 330 K is best").reason
     'no tool call found: reply with <tool_call>{"name": ..., "arguments": {...}}</tool_call>'
     """
-    match = _CALL.search(text)
-    body = match.group(1) if match else text.strip()
-    if not match and not body.startswith("{"):
+    span = _call_span(text)
+    body = span[2] if span else text.strip()
+    if not span and not body.startswith("{"):
         return CallError(
             'no tool call found: reply with <tool_call>{"name": ..., '
             '"arguments": {...}}</tool_call>'
@@ -98,6 +116,8 @@ def parse_tool_call(text: str) -> ToolCall | CallError:
         call = json.loads(body)
     except json.JSONDecodeError as err:
         return CallError(f"tool call is not valid JSON: {err.msg} at column {err.colno}")
+    except (ValueError, RecursionError) as err:  # 5000-digit integers, deep nesting
+        return CallError(f"tool call JSON could not be read: {str(err)[:120]}")
     if not isinstance(call, dict) or not isinstance(call.get("name"), str):
         return CallError('a tool call must be a JSON object with a "name" and "arguments"')
     arguments = call.get("arguments", {})
@@ -106,6 +126,8 @@ def parse_tool_call(text: str) -> ToolCall | CallError:
             arguments = json.loads(arguments)
         except json.JSONDecodeError as err:
             return CallError(f"tool arguments are not valid JSON: {err.msg}")
+        except (ValueError, RecursionError) as err:
+            return CallError(f"tool arguments could not be read: {str(err)[:120]}")
     if not isinstance(arguments, dict):
         return CallError('"arguments" must be a JSON object')
     return ToolCall(call["name"], arguments)
@@ -116,23 +138,49 @@ def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
     return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
 
 
+def proposal_from_call(task: Task, call: ToolCall | CallError, reply: Any = None) -> Any:
+    """What a tool call proposes to the campaign engine (one mapping for every consumer).
+
+    ``propose_experiment`` gives its arguments (the experiment), ``submit_answer``
+    an :class:`~labtwin.experiment.Answer`, a lab's analysis tool an
+    :class:`~labtwin.experiment.Analysis`; no call or an unknown tool an
+    :class:`~labtwin.experiment.Invalid` that says why.
+    """
+    if isinstance(call, CallError):
+        return Invalid(call.reason, reply)
+    if call.name == PROPOSE:
+        return call.arguments
+    if call.name == SUBMIT and task.answer_model is not None:
+        return Answer(call.arguments)
+    analysis = [t.name for t in task.analysis_tools()]
+    if call.name in analysis:
+        return Analysis(call.name, call.arguments)
+    known = ", ".join(t["function"]["name"] for t in lab_tools(task))
+    return Invalid(f"unknown tool {call.name!r}; the tools are {known}", reply)
+
+
 def describe_record(record: Record, campaign: Campaign) -> str:
     """The tool result text for one step: values with units and error bars."""
     m = record.measurement
     n_left = campaign.remaining
-    left = f"{n_left} experiment{'' if n_left == 1 else 's'}"
+    left = f"{n_left} experiment{'' if n_left == 1 else 's'} left"
+    if campaign.done and campaign.end_reason.startswith("turn cap"):
+        left = f"The campaign is over: {campaign.end_reason}"
+    if record.kind == "analysis":
+        text = record.note if m.ok else f"Error: {m.reason}"
+        return f"{text} {left}."
     if record.kind == "answer":
         if m.ok:
             return f"Answer accepted. Score {record.score:.3f}. The campaign is over."
-        return f"Error: {m.reason}. The answer was not accepted. {left} left."
-    n = len(campaign.history)
+        return f"Error: {m.reason}. The answer was not accepted. {left}."
+    n = campaign.experiments
     if m.status == "invalid":
-        return f"Error: {m.reason}. The experiment was not run. {left} left."
+        return f"Error: {m.reason}. The experiment was not run. {left}."
     if m.status == "failed":
-        return f"Experiment {n} failed: {m.reason}. {left} left."
+        return f"Experiment {n} failed: {m.reason}. {left}."
     return (
         f"Experiment {n}: {m.describe()}. Score {record.score:.4g}; best so far "
-        f"{campaign.best_score:.4g}. {left} left."
+        f"{campaign.best_score:.4g}. {left}."
     )
 
 
@@ -159,16 +207,27 @@ class ChatLabEnv:
     ``reset(seeds)`` starts one conversation per seed; ``step(replies)`` takes
     one assistant reply per *live* conversation (in order), appends it and
     the tool result to the conversation, and returns the per-reply rewards.
+    Campaigns run on a :class:`~labtwin.campaign.CampaignBatch` (one slot per
+    conversation), so every reply's experiment goes to one simulator call.
     """
 
     def __init__(
-        self, task: Task, invalid_penalty: float = 0.1, reward_mode: str = "improvement"
+        self,
+        task: Task,
+        invalid_penalty: float = 0.1,
+        reward_mode: RewardMode = "improvement",
+        max_turns: int | None = None,
+        recorder: Any = None,
+        first_campaign_id: int = 0,
     ) -> None:
         self.task = task
         self.invalid_penalty = invalid_penalty
         self.reward_mode = reward_mode
+        self.max_turns = max_turns
+        self.recorder = recorder
+        self.first_campaign_id = first_campaign_id
         self.tools = lab_tools(task)
-        self._analysis = {t.name: t for t in task.analysis_tools()}
+        self.batch: CampaignBatch | None = None
         self.conversations: list[Conversation] = []
 
     def system_prompt(self) -> str:
@@ -180,11 +239,23 @@ class ChatLabEnv:
         )
 
     def reset(self, seeds: list[int]) -> list[list[dict[str, Any]]]:
+        self.batch = CampaignBatch(
+            self.task,
+            max(len(seeds), 1),
+            self.reward_mode,
+            self.invalid_penalty,
+            self.max_turns,
+            recorder=self.recorder,
+            first_campaign_id=self.first_campaign_id,
+        )
+        self.first_campaign_id += len(seeds)
         self.conversations = []
-        for seed in seeds:
-            campaign = Campaign.start(self.task, np.random.default_rng(seed))
+        for campaign in self.batch.reset(range(len(seeds)), seeds):
             known = self.task.describe_conditions(campaign.conditions)
-            first = f"The campaign starts. Budget: {self.task.budget} experiments."
+            first = (
+                f"The campaign starts. Budget: {self.task.budget} experiments "
+                f"and at most {campaign.max_turns} tool calls."
+            )
             messages = [
                 {"role": "system", "content": self.system_prompt()},
                 {"role": "user", "content": f"{first} {known}".strip()},
@@ -204,47 +275,13 @@ class ChatLabEnv:
                 f"expected {len(live)} replies (live conversations), got {len(replies)}"
             )
         calls = [parse_tool_call(r) for r in replies]
-        rewards = [0.0] * len(live)
-        budgeted = []  # positions in `live` whose reply spends an experiment
-        for k, (i, call) in enumerate(zip(live, calls)):
-            if isinstance(call, ToolCall) and call.name in self._analysis:
-                conversation = self.conversations[i]
-                self._append(conversation, replies[k], call, self._run_analysis(conversation, call))
-            else:
-                budgeted.append(k)
-        records = step_campaigns(
-            [self.conversations[live[k]].campaign for k in budgeted],
-            [self._proposal(calls[k], replies[k]) for k in budgeted],
-            self.reward_mode,  # type: ignore[arg-type]
-            self.invalid_penalty,
-        )
-        for k, record in zip(budgeted, records):
-            conversation = self.conversations[live[k]]
-            text = describe_record(record, conversation.campaign)
-            self._append(conversation, replies[k], calls[k], text)
-            rewards[k] = record.reward
-        for i, reward in zip(live, rewards):
-            self.conversations[i].rewards.append(reward)
-        return rewards
-
-    def _proposal(self, call: ToolCall | CallError, reply: str) -> Any:
-        """What goes to the campaign: an experiment, an answer, or something that will be invalid."""
-        if isinstance(call, CallError):
-            return Invalid(call.reason, reply)
-        if call.name == PROPOSE:
-            return call.arguments
-        if call.name == SUBMIT:
-            return {"answer": call.arguments}
-        known = ", ".join(t["function"]["name"] for t in self.tools)
-        return Invalid(f"unknown tool {call.name!r}; the tools are {known}", reply)
-
-    def _run_analysis(self, conversation: Conversation, call: ToolCall) -> str:
-        tool = self._analysis[call.name]
-        history = [r.measurement for r in conversation.campaign.history]
-        try:
-            return tool.run(call.arguments, history)
-        except (ValueError, TypeError, KeyError) as err:
-            return f"Error: {call.name} could not run: {err}"
+        proposals = [proposal_from_call(self.task, c, r) for c, r in zip(calls, replies)]
+        records = self.batch.step(live, proposals)
+        for i, reply, call, record in zip(live, replies, calls, records):
+            conversation = self.conversations[i]
+            self._append(conversation, reply, call, describe_record(record, conversation.campaign))
+            conversation.rewards.append(record.reward)
+        return [r.reward for r in records]
 
     @staticmethod
     def _append(
@@ -255,7 +292,8 @@ class ChatLabEnv:
         message: dict[str, Any] = {"role": "assistant", "content": reply}
         name = call.name if isinstance(call, ToolCall) else "none"
         if isinstance(call, ToolCall):
-            message["content"] = _CALL.sub("", reply).strip()
+            span = _call_span(reply)
+            message["content"] = (reply[: span[0]] + reply[span[1] :]).strip() if span else ""
             message["tool_calls"] = [
                 {"type": "function", "function": {"name": call.name, "arguments": call.arguments}}
             ]

@@ -1,27 +1,53 @@
 """``VectorLabEnv``: many campaigns of one lab, stepped by one batched simulator call.
 
 Unlike Gymnasium's ``SyncVectorEnv`` this is not a loop over environments:
-each ``step`` collects one proposal per campaign and sends all experiments to
-the task's ``simulate`` together. Instance ``i`` reset with ``seed + i``
-gives exactly what ``LabEnv`` reset with ``seed + i`` gives.
+it is a :class:`~labtwin.campaign.CampaignBatch` with one slot per instance,
+so each ``step`` sends every campaign's experiment to the lab's simulator
+together. Instance ``i`` reset with ``seed + i`` gives exactly what ``LabEnv``
+reset with ``seed + i`` gives.
 
-Autoreset follows Gymnasium's next-step mode: the step after a campaign ends
-resets it (the action for it is ignored) and returns its first observation.
+Autoreset follows Gymnasium's ``autoreset_mode``:
+
+- ``NEXT_STEP`` (default): the step after a campaign ends resets it (the
+  action for it is ignored) and returns its first observation;
+- ``SAME_STEP``: a campaign that ends is reset in the same step; the
+  observation returned is the new campaign's first one, and the final
+  observation and info are in ``infos["final_obs"]`` and ``infos["final_info"]``
+  (masked by ``infos["_final_obs"]``), as Gymnasium's own vector envs do.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from labtwin.campaign import Campaign, RewardMode, observation, observation_space, step_campaigns
-from labtwin.env import step_info
-from labtwin.frames import campaign_frame
+from labtwin.campaign import Campaign, CampaignBatch, RewardMode, observation_space
+from labtwin.env import check_render_mode, reset_info, step_info
 from labtwin.task import Task
+
+AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
+
+
+def _autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
+    """An ``AutoresetMode``, also from its value or name ("SameStep", "same_step")."""
+    if isinstance(mode, str):
+        key = mode.replace("_", "").lower()
+        mode = next(
+            (
+                m
+                for m in AUTORESET_MODES
+                if key in (m.value.lower(), m.name.replace("_", "").lower())
+            ),
+            mode,
+        )
+    if mode not in AUTORESET_MODES:
+        raise ValueError(
+            f"autoreset_mode must be one of {[m.value for m in AUTORESET_MODES]}, got {mode!r}"
+        )
+    return mode
 
 
 class VectorLabEnv(VectorEnv):
@@ -34,42 +60,49 @@ class VectorLabEnv(VectorEnv):
         render_mode: str | None = None,
         reward_mode: RewardMode = "improvement",
         invalid_penalty: float = 0.0,
+        max_turns: int | None = None,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        recorder: Any = None,
     ) -> None:
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be at least 1, got {num_envs}")
+        check_render_mode(render_mode)
+        autoreset_mode = _autoreset_mode(autoreset_mode)
+        self.metadata = {**self.metadata, "autoreset_mode": autoreset_mode}
         self.task = task
+        self.batch = CampaignBatch(
+            task, num_envs, reward_mode, invalid_penalty, max_turns, recorder=recorder
+        )
         self.num_envs = num_envs
         self.render_mode = render_mode
-        self.reward_mode = reward_mode
-        self.invalid_penalty = invalid_penalty
-        self.single_action_space = task.numeric_view.space
+        self.autoreset_mode = autoreset_mode
+        self.single_action_space = task.action_space
         self.single_observation_space = observation_space(task)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
-        self._rngs: list[np.random.Generator] = [np.random.default_rng() for _ in range(num_envs)]
-        self.campaigns: list[Campaign | None] = [None] * num_envs
         self._needs_reset = np.zeros(num_envs, dtype=bool)
+
+    @property
+    def campaigns(self) -> list[Campaign | None]:
+        return self.batch.campaigns
 
     def reset(
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        if isinstance(seed, int):
-            seeds: list[int | None] = [seed + i for i in range(self.num_envs)]
+        if isinstance(seed, (int, np.integer)):
+            seeds: list[int | None] = [int(seed) + i for i in range(self.num_envs)]
         elif seed is None:
             seeds = [None] * self.num_envs
         else:
             seeds = list(seed)
             if len(seeds) != self.num_envs:
                 raise ValueError(f"expected {self.num_envs} seeds, got {len(seeds)}")
-        if seed is not None:
-            self._np_random, self._np_random_seed = gym.utils.seeding.np_random(seeds[0])
-        for i, s in enumerate(seeds):
-            if s is not None or self.campaigns[i] is None:
-                self._rngs[i], _ = gym.utils.seeding.np_random(s)
-            self.campaigns[i] = Campaign.start(self.task, self._rngs[i])
+        if seeds[0] is not None:
+            super().reset(seed=seeds[0])
+        started = self.batch.reset(range(self.num_envs), seeds)
         self._needs_reset[:] = False
-        obs = np.stack([observation(c) for c in self.campaigns])
-        return obs, {}
+        infos: dict[str, Any] = {}
+        for i, campaign in enumerate(started):
+            infos = self._add_info(infos, reset_info(campaign), i)
+        return self._observations(), infos
 
     def step(
         self, actions: Any
@@ -85,33 +118,39 @@ class VectorLabEnv(VectorEnv):
         truncated = np.zeros(self.num_envs, dtype=bool)
         infos: dict[str, Any] = {}
 
+        resetting = np.flatnonzero(self._needs_reset).tolist()
+        for i, campaign in zip(resetting, self.batch.reset(resetting)):
+            infos = self._add_info(infos, reset_info(campaign), i)
         live = [i for i in range(self.num_envs) if not self._needs_reset[i]]
-        for i in np.flatnonzero(self._needs_reset):
-            self.campaigns[i] = Campaign.start(self.task, self._rngs[i])
-        records = step_campaigns(
-            [self.campaigns[i] for i in live],
-            [proposals[i] for i in live],
-            self.reward_mode,
-            self.invalid_penalty,
-        )
+        records = self.batch.step(live, [proposals[i] for i in live])
         for i, record in zip(live, records):
             campaign = self.campaigns[i]
             rewards[i] = record.reward
             terminated[i] = campaign.done
             infos = self._add_info(infos, step_info(campaign, record), i)
-        self._needs_reset = terminated | truncated
-        obs = np.stack([observation(c) for c in self.campaigns])
+        obs = self._observations()
+        ended = np.flatnonzero(terminated | truncated).tolist()
+        if self.autoreset_mode == AutoresetMode.SAME_STEP and ended:
+            for i in ended:  # Gymnasium's layout: infos["final_obs"], infos["final_info"]
+                final = {
+                    "final_obs": obs[i].copy(),
+                    "final_info": step_info(self.campaigns[i], records[live.index(i)]),
+                }
+                infos = self._add_info(infos, final, i)
+            self.batch.reset(ended)
+            obs = self._observations()
+        else:
+            self._needs_reset = terminated | truncated
         return obs, rewards, terminated, truncated, infos
+
+    def _observations(self) -> np.ndarray:
+        return np.stack([self.batch.observation(i) for i in range(self.num_envs)])
 
     def render(self) -> tuple[np.ndarray, ...] | None:
         if self.render_mode != "rgb_array":
             return None
         return tuple(
-            campaign_frame(
-                f"{self.task.id} [{i}]",
-                [(r.score, r.measurement.status) for r in c.history],
-                self.task.budget,
-            )
+            self.batch.frame(i, f"{self.task.id} [{i}]")
             for i, c in enumerate(self.campaigns)
             if c is not None
         )

@@ -13,8 +13,9 @@ from labtwin.runs import Run
 def best_so_far(run: Run) -> dict[int, np.ndarray]:
     """Per campaign, the best score after each experiment (in step order)."""
     scores: dict[int, list[tuple[int, float]]] = {}
-    for r in run.experiments:
-        scores.setdefault(r["campaign"], []).append((r["step"], r["score"]))
+    for r in run.records:
+        if r.kind == "experiment":
+            scores.setdefault(r.campaign, []).append((r.step, r.score))
     return {c: np.maximum.accumulate([s for _, s in sorted(v)]) for c, v in scores.items()}
 
 
@@ -39,8 +40,8 @@ def plot_campaigns(run: Run) -> Figure:
 
 def plot_time_course(run: Run, campaign: int, step: int) -> Figure:
     """Concentration-time course of one recorded reactor run (``time_course`` artifact)."""
-    record = next(r for r in run.experiments if r["campaign"] == campaign and r["step"] == step)
-    course = run.artifact(record["measurement"]["artifacts"]["time_course"])
+    line = next(r for r in run.record_lines if r["campaign"] == campaign and r["step"] == step)
+    course = run.artifact(line["measurement"]["artifacts"]["time_course"])
     fig = Figure(figsize=(6, 4), dpi=100)
     ax = fig.add_subplot()
     for j, name in enumerate("ABCD"[: course.shape[1] - 1]):

@@ -142,6 +142,10 @@ class LJEquationOfState(Task):
         ),
         ObservableSpec("temperature", "epsilon/k_B", "kinetic temperature of the run"),
     )
+    public_conditions = (
+        ObservableSpec("temperature", "epsilon/k_B", "isotherm T_iso"),
+        ObservableSpec("target_pressure", "epsilon/sigma^3", "target pressure P_target"),
+    )
     cost_unit = "atom-steps"
     default_budget = 12
     reward_description = (

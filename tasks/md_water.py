@@ -83,6 +83,7 @@ class WaterDensity(Task):
         ),
     )
     cost_unit = "ps"
+    public_conditions = (ObservableSpec("target_density", "g/cm^3", "target density"),)
     default_budget = 10
     reward_description = (
         "expected closeness of the measured density to the target density given its error "

@@ -3,6 +3,7 @@
 - :class:`ReactionNetwork` — species and mass-action reactions,
 - :func:`arrhenius` — rate constants from prefactors and activation energies,
 - :func:`integrate` — fixed-step RK4 for N reactors in one call (CPU or CUDA),
+- :func:`integrate_stages` — the same through a programme of stages (piecewise-constant k),
 - :func:`consecutive_first_order` — the analytic solution of A -> B -> C.
 """
 
@@ -16,6 +17,7 @@ from labtwin.simulators.kinetics.network import (
     default_device,
     integrate,
 )
+from labtwin.simulators.kinetics.programme import integrate_stages
 
 __all__ = [
     "GAS_CONSTANT",
@@ -26,4 +28,5 @@ __all__ = [
     "consecutive_first_order",
     "default_device",
     "integrate",
+    "integrate_stages",
 ]

@@ -53,6 +53,6 @@ def test_bo_beats_random_search_on_the_reactor(tmp_path) -> None:
         )
         results[agent] = np.mean([s.best_score for s in summaries])
         run = labtwin.runs.load(path)
-        assert len(run.experiments) == 4 * 12 and len(run.campaigns) == 4
+        assert len(run.records) == 4 * 12 and len(run.campaigns) == 4
         assert run.best_scores() == {s.campaign: pytest.approx(s.best_score) for s in summaries}
     assert results["bo"] > results["random"]

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import labtwin
+from labtwin.campaign import CampaignBatch, derive_seeds
 from labtwin.agents import interop
 from labtwin.agents.interop import SB3VecEnv, lab_prompt, lab_reward_function
 from labtwin.tools import PROPOSE, format_tool_call
@@ -54,15 +55,24 @@ def test_reward_equals_task_measure_in_one_simulator_call(task, monkeypatch) -> 
     experiments = random_experiments(task, 5)
     completions = [format_tool_call(PROPOSE, e) for e in experiments]
     nominal = task.nominal_conditions()
-    expected = [task.score(m, nominal) for m in task.measure(experiments, seed=3)]
-    expected_next = [task.score(m, nominal) for m in task.measure(experiments, seed=4)]
+
+    def one_at_a_time(call: int) -> list[float]:
+        """Completion i of call k: its own one-slot campaign seeded derive_seeds(3, n, k)[i]."""
+        out = []
+        for experiment, seed in zip(experiments, derive_seeds(3, len(experiments), call)):
+            batch = CampaignBatch(task, 1, "score")
+            batch.reset([0], [seed], [nominal])
+            out.append(batch.step([0], [experiment])[0].score)
+        return out
+
+    expected, expected_next = one_at_a_time(0), one_at_a_time(1)
 
     calls = count_simulator_calls(task, monkeypatch)
     reward = lab_reward_function(task, seed=3)
     # exact: same experiments, same seeds, same float64 kinetics
     assert reward(completions) == expected
     assert calls == [5]
-    assert reward(completions) == expected_next  # call k measures with seed + k
+    assert reward(completions) == expected_next  # each call draws fresh, reproducible noise
     assert all(m.ok for m in reward.last_measurements)
 
 
@@ -166,7 +176,7 @@ def test_sb3_vec_env_matches_vector_lab_env() -> None:
         np.testing.assert_array_equal(infos[i]["terminal_observation"], obs_vec[i])
         assert infos[i]["TimeLimit.truncated"] is False
         assert infos[i]["experiments_done"] == budget
-    assert not obs_sb3[:, :, 0].any()  # already reset: no experiment done yet
+    assert not obs_sb3[:, 1:, 0].any()  # already reset: no experiment done yet
     obs_vec, *_ = vec.step(actions[0])  # Gymnasium's next-step autoreset (action ignored)
     np.testing.assert_array_equal(obs_sb3, obs_vec)
 

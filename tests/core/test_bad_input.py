@@ -22,7 +22,8 @@ CASES = [
     (np.array([0.1, np.nan, 0.0, 0.0]), "action is not finite for ['time_min']"),
     (np.array([0.1, 2.0, 0.0, 0.0]), "action[1] (time_min) = 2 lies outside [-1, 1]"),
     (np.array([0.1, 0.2]), "action must have shape (4,)"),
-    ({"answer": {"activation_energy_kJ_mol": 60}}, "takes no final answer"),
+    (labtwin.Answer({"activation_energy_kJ_mol": 60}), "takes no final answer"),
+    ({"answer": {"activation_energy_kJ_mol": 60}}, "answer: unknown field"),  # not in-band
 ]
 
 
@@ -36,7 +37,8 @@ def test_invalid_proposal_is_a_measurement(proposal, reason: str) -> None:
     assert reason in m.reason, m.reason
     assert reward == pytest.approx(-0.1)
     assert not terminated and not truncated
-    assert obs[0, 0] == 1.0 and obs[0, 1] == 0.0  # the slot is used, marked not ok
+    assert obs[1, 0] == 1.0 and obs[1, 1] == 0.0  # the slot is used, marked not ok
+    assert obs[0, 0] == pytest.approx(2 / 3)  # header: share of the budget left
     assert m.proposal is not None or proposal is None  # the raw proposal is kept
     # the campaign goes on
     _, _, _, _, info = env.step(GOOD)
@@ -78,7 +80,9 @@ def test_blown_up_simulation_is_failed_not_raised() -> None:
 def test_invalid_answers_and_valid_answers() -> None:
     env = labtwin.make("ArrheniusFit-v0")
     env.reset(seed=0)
-    _, reward, terminated, _, info = env.step({"answer": {"activation_energy_kJ_mol": "sixty"}})
+    answer = labtwin.Answer({"activation_energy_kJ_mol": "sixty"})
+    _, reward, terminated, _, info = env.step(answer)
     assert info["measurement"].status == "invalid" and not terminated and reward == 0.0
-    _, reward, terminated, _, info = env.step({"answer": '{"activation_energy_kJ_mol": 70}'})
+    assert env.unwrapped.campaign.history[-1].kind == "answer"
+    _, reward, terminated, _, info = env.step(labtwin.Answer('{"activation_energy_kJ_mol": 70}'))
     assert info["measurement"].status == "ok" and terminated and 0.0 < reward <= 1.0

@@ -61,7 +61,7 @@ def test_run_writes_a_run_and_a_summary(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     assert "best measured outcome per campaign" in result.output
     run = labtwin.runs.load(out)
-    assert run.config["seed"] == 5 and len(run.experiments) == 6
+    assert run.config["seed"] == 5 and len(run.records) == 6 and len(run.campaigns) == 2
     assert (out / "campaigns.png").stat().st_size > 1000
     plot = runner.invoke(app, ["plot", str(out), "--out", str(tmp_path / "p.png")])
     assert plot.exit_code == 0 and (tmp_path / "p.png").exists()

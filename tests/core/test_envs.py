@@ -1,28 +1,15 @@
-"""Every registered lab as a Gymnasium env: checker, seeding, batching, rendering."""
+"""Labs as Gymnasium envs: registry, autoreset modes, rewards, observations, turn caps.
+
+Checker, seeding and vector-equals-single for every lab are in test_check_lab.py.
+"""
 
 from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
 import pytest
-from gymnasium.utils.env_checker import check_env
 
 import labtwin
-
-N_STEPS = 4  # steps per rollout; enough to exercise history, seeds and rewards
-
-
-def rollout(env: gym.Env, seed: int, n: int = N_STEPS) -> list[tuple]:
-    """Seeded rollout with actions drawn from the seeded action space."""
-    env.action_space.seed(seed)
-    obs, _ = env.reset(seed=seed)
-    out = [(obs,)]
-    for _ in range(n):
-        obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
-        out.append((obs, reward, terminated, info["measurement"]))
-        if terminated or truncated:
-            break
-    return out
 
 
 def test_registry_lists_the_catalog() -> None:
@@ -33,58 +20,11 @@ def test_registry_lists_the_catalog() -> None:
         assert labtwin.load_task(task_id).id == task_id.split("/", 1)[1]
 
 
-def test_check_env(task_id: str) -> None:
-    env = labtwin.make(task_id, render_mode="rgb_array")
-    check_env(env.unwrapped)
-    env.reset(seed=0)
-    env.step(env.action_space.sample())
-    frame = env.render()
-    assert frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3
-
-
-def test_same_seed_same_measurements(task_id: str) -> None:
-    a = rollout(labtwin.make(task_id), seed=7)
-    b = rollout(labtwin.make(task_id), seed=7)
-    c = rollout(labtwin.make(task_id), seed=8)
-    assert len(a) == len(b)
-    for step_a, step_b in zip(a, b):
-        np.testing.assert_array_equal(step_a[0], step_b[0])
-        assert step_a[1:] == step_b[1:]  # reward, terminated, full Measurement equality
-    assert any(not np.array_equal(x[0], y[0]) for x, y in zip(a, c))
-
-
 def test_gymnasium_make_and_make_vec(task_id: str) -> None:
     env = gym.make(task_id)
     assert isinstance(env.unwrapped, labtwin.LabEnv)
     venv = gym.make_vec(task_id, num_envs=3, vectorization_mode="vector_entry_point")
     assert isinstance(venv, labtwin.VectorLabEnv) and venv.num_envs == 3
-
-
-def test_vector_env_equals_single_envs(task_id: str) -> None:
-    """Instance i of a vector env seeded s equals a LabEnv seeded s + i.
-
-    The vector env integrates all instances in one simulator call; the single
-    envs one at a time. Observations may differ only by float64 round-off of
-    vectorised vs scalar math kernels before the float32 cast (rtol 1e-6).
-    """
-    n, seed = 3, 11
-    venv = labtwin.make_vec(task_id, n)
-    venv.action_space.seed(seed)
-    actions = [venv.action_space.sample() for _ in range(N_STEPS)]
-    obs, _ = venv.reset(seed=seed)
-    vec_obs, vec_rewards = [obs], []
-    for a in actions:
-        obs, rewards, *_ = venv.step(a)
-        vec_obs.append(obs)
-        vec_rewards.append(rewards)
-    for i in range(n):
-        env = labtwin.make(task_id)
-        o, _ = env.reset(seed=seed + i)
-        np.testing.assert_allclose(o, vec_obs[0][i], rtol=1e-6, atol=1e-9)
-        for k, a in enumerate(actions):
-            o, r, *_ = env.step(a[i])
-            np.testing.assert_allclose(o, vec_obs[k + 1][i], rtol=1e-6, atol=1e-9)
-            assert r == pytest.approx(vec_rewards[k][i], rel=1e-9, abs=1e-12)
 
 
 def test_vector_env_autoresets_next_step() -> None:
@@ -95,9 +35,27 @@ def test_vector_env_autoresets_next_step() -> None:
     _, _, terminated, _, _ = venv.step(a)
     assert terminated.all()
     obs, rewards, terminated, _, _ = venv.step(a)  # the reset step
-    assert not terminated.any() and np.all(rewards == 0.0) and np.all(obs == 0.0)
+    assert not terminated.any() and np.all(rewards == 0.0) and np.all(obs[:, 1:] == 0.0)
+    assert np.all(obs[:, 0, 0] == 1.0)  # a fresh campaign: the whole budget left
     _, _, terminated, _, info = venv.step(a)
     assert not terminated.any() and list(info["experiments_done"]) == [1, 1]
+
+
+def test_vector_env_autoresets_same_step() -> None:
+    """Same-step mode: the step that ends a campaign returns the next campaign's first
+    observation, with the final one in infos["final_obs"]; no step is spent on the reset."""
+    venv = labtwin.make_vec("BatchReactor-v0", 2, budget=2, autoreset_mode="SameStep")
+    venv.reset(seed=0)
+    a = venv.action_space.sample()
+    venv.step(a)
+    obs, _, terminated, _, info = venv.step(a)
+    assert terminated.all() and info["_final_obs"].all()
+    assert np.all(obs[:, 1:] == 0.0)  # already the new campaigns
+    assert all(np.all(f[1:, 0] == 1.0) for f in info["final_obs"])  # both rows filled
+    assert list(info["final_info"]["experiments_done"]) == [2, 2]
+    _, _, terminated, _, info = venv.step(a)
+    assert not terminated.any() and list(info["experiments_done"]) == [1, 1]
+    assert "final_obs" not in info
 
 
 def test_improvement_rewards_sum_to_best_score() -> None:
@@ -135,3 +93,72 @@ def test_text_and_numeric_proposals_agree() -> None:
     for name, value in m_text.observables.items():
         # float32 action vector: experiment recovered to ~1e-6 relative
         assert m_vec.observables[name].value == pytest.approx(value.value, rel=1e-4, abs=1e-6)
+
+
+def test_numeric_observation_states_what_the_llm_is_told() -> None:
+    """LJ EOS: the isotherm and target pressure stated to an LLM are in row 0 of the
+    numeric observation (both views solve the same task)."""
+    env = labtwin.make("LJEquationOfState-v0")
+    obs, _ = env.reset(seed=4)
+    conditions = env.unwrapped.campaign.conditions
+    assert obs[0, 0] == 1.0
+    np.testing.assert_allclose(
+        obs[0, 1:3], [conditions["temperature"], conditions["target_pressure"]], rtol=1e-6
+    )
+    told = env.unwrapped.task.describe_conditions(conditions)
+    assert f"{conditions['target_pressure']:.3f}" in told
+
+
+def test_text_lab_is_a_text_env_and_numeric_lab_a_box() -> None:
+    reactor = labtwin.make("BatchReactor-v0")
+    assert isinstance(reactor.action_space, gym.spaces.Box)
+    protocol = labtwin.make("ReactorProtocol-v0")
+    assert isinstance(protocol.action_space, gym.spaces.Text)
+    assert protocol.unwrapped.task.numeric_view is None
+
+
+class FieldNamedAnswer(labtwin.Experiment):
+    answer: float = labtwin.knob(
+        0.0, 1.0, unit="", description="a knob that happens to be named answer"
+    )
+
+
+class AnswerFieldLab(type(labtwin.load_task("ArrheniusFit-v0"))):
+    """A lab whose experiment has a field named ``answer`` (impossible with in-band answers)."""
+
+    id = "AnswerFieldLab-v0"
+    experiment_model = FieldNamedAnswer
+
+    def simulate(self, experiments, conditions, rngs):
+        runs = [{"temperature_K": 300 + 80 * e.answer, "time_min": 10.0} for e in experiments]
+        return super().simulate(
+            [type(labtwin.load_task("ArrheniusFit-v0")).experiment_model(**r) for r in runs],
+            conditions,
+            rngs,
+        )
+
+
+def test_a_field_named_answer_is_an_experiment_and_answers_are_typed() -> None:
+    env = labtwin.LabEnv(AnswerFieldLab(budget=3))
+    env.reset(seed=0)
+    _, _, terminated, _, info = env.step({"answer": 0.5})
+    assert info["kind"] == "experiment" and info["status"] == "ok" and not terminated
+    _, reward, terminated, _, info = env.step(labtwin.Answer({"activation_energy_kJ_mol": 70}))
+    assert info["kind"] == "answer" and terminated and reward > 0
+
+
+def test_turn_cap_ends_a_campaign_of_analysis_calls() -> None:
+    task = labtwin.load_task("LJEquationOfState-v0", budget=3)
+    batch = labtwin.CampaignBatch(task, 1)
+    batch.reset([0], [0])
+    call = labtwin.Analysis("fit_isotherm", {"temperature": 2.0, "target_pressure": 1.0})
+    for _ in range(1000):
+        if batch.campaigns[0].done:
+            break
+        (record,) = batch.step([0], [call])
+        assert record.kind == "analysis" and record.score is None and record.reward == 0.0
+    campaign = batch.campaigns[0]
+    assert campaign.done and len(campaign.history) == task.max_turns == 6
+    assert campaign.remaining == 3 and "turn cap" in campaign.end_reason
+    with pytest.raises(RuntimeError, match="finished campaign"):
+        batch.step([0], [call])

@@ -20,24 +20,33 @@ class Synthesis(Experiment):
 
 
 def test_numeric_view_round_trip() -> None:
-    view = NumericView(Synthesis)
+    view = NumericView(Synthesis, fixed={"smiles": "CCO"})
     assert view.names == ["temperature_K", "time_min", "stir_rpm", "solvent"]
     assert view.space.shape == (4,)
     exp = view.to_experiment(np.array([-1.0, 0.0, 1.0, 0.0]))
     assert exp.temperature_K == 300 and exp.stir_rpm == 1000 and exp.solvent == "ethanol"
     assert exp.time_min == pytest.approx(math.sqrt(1000))  # log scale: centre is the geometric mean
-    assert exp.smiles == "CCO"  # non-numeric fields keep their default
+    assert exp.smiles == "CCO"  # non-numeric fields take the view's fixed value
     back = view.to_vector(exp)
     np.testing.assert_allclose(back[:3], [-1.0, 0.0, 1.0], atol=1e-6)
     assert view.to_experiment(back) == exp
 
 
-def test_field_without_numeric_reading_needs_default() -> None:
+def test_field_without_numeric_reading_has_no_automatic_view() -> None:
+    """A string field, even with a default, is not silently frozen by a Box view."""
+
     class NoDefault(Experiment):
         smiles: str
 
-    with pytest.raises(TypeError, match="no numeric reading"):
-        NumericView(NoDefault)
+    for model in (NoDefault, Synthesis):
+        with pytest.raises(TypeError, match="no numeric reading"):
+            NumericView(model)
+
+    class OnlyDefaults(Experiment):
+        smiles: str = "CCO"
+
+    with pytest.raises(TypeError, match="no numeric"):
+        NumericView(OnlyDefaults)
 
 
 def test_tool_schema_carries_bounds_units_and_choices() -> None:

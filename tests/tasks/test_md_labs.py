@@ -105,7 +105,7 @@ def test_eos_campaign_conditions_reward_and_answer() -> None:
     env = labtwin.make("LJEquationOfState-v0")
     env.reset(seed=4)
     truth = env.unwrapped.campaign.conditions["target_density"]
-    _, reward, terminated, _, _ = env.step({"answer": {"density": truth + 0.02}})
+    _, reward, terminated, _, _ = env.step(labtwin.Answer({"density": truth + 0.02}))
     assert terminated and reward == pytest.approx(math.exp(-0.5))
 
 

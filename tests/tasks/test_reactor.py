@@ -78,7 +78,7 @@ def test_arrhenius_fit_from_two_runs_scores_near_one() -> None:
         conversion = info["measurement"]["conversion_A"]
         rates.append(-math.log(1 - conversion) / run["time_min"])
     energy = GAS_CONSTANT * math.log(rates[1] / rates[0]) / (1 / 320.0 - 1 / 360.0) / 1e3
-    _, reward, terminated, _, _ = env.step({"answer": {"activation_energy_kJ_mol": energy}})
+    _, reward, terminated, _, _ = env.step(labtwin.Answer({"activation_energy_kJ_mol": energy}))
     assert terminated
     assert reward > 0.99  # exact data: the fit is exact up to RK4 error (<< 0.05 kJ/mol)
     truth = env.unwrapped.campaign.conditions["activation_energies"][0] / 1e3

@@ -1,0 +1,280 @@
+"""``check_lab``: what every lab, built in or third party, must satisfy.
+
+    >>> from labtwin.testing import check_lab
+    >>> check_lab("BatchReactor-v0", budget=3)  # doctest: +SKIP
+
+It raises ``AssertionError`` with a readable message at the first broken
+promise, and returns the names of the checks that passed:
+
+- ``gymnasium``: Gymnasium's ``check_env`` passes on the numeric view (a
+  ``Box``) or the text view (the experiment as JSON text), and ``rgb_array``
+  frames are images;
+- ``seeding``: the same seed gives the same observations, rewards and
+  measurements; another seed gives other ones;
+- ``batching``: instance ``i`` of a vector env seeded ``s`` equals a single env
+  seeded ``s + i`` (all instances measured in one simulator call);
+- ``declared_observables``: an ``ok`` measurement holds exactly the declared
+  observables, in their declared units, with finite values and uncertainties;
+- ``bad_proposals``: malformed, out-of-range, oversized and wrongly typed
+  proposals become ``invalid`` measurements with a short reason, and the
+  campaign goes on;
+- ``chat``: the tool view runs a campaign from tool-call text, answers included;
+- ``run_store``: campaigns recorded by the run store read back, re-score to
+  the recorded scores with the recorded conditions, and replay from their
+  seeds to the same records.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gymnasium.utils.env_checker import check_env
+
+from labtwin.campaign import CampaignBatch, replay
+from labtwin.env import LabEnv
+from labtwin.experiment import Answer, field_bounds
+from labtwin.registry import load_task
+from labtwin.runs import RunStore, load
+from labtwin.task import Task
+from labtwin.tools import ChatLabEnv, format_tool_call
+from labtwin.vector import VectorLabEnv
+
+#: an invalid measurement's reason must be readable, not a dump of the proposal
+MAX_REASON_CHARS = 2000
+
+
+def random_proposal(task: Task, rng: np.random.Generator) -> Any:
+    """A valid proposal drawn at random: a vector for numeric labs, JSON text otherwise."""
+    if task.numeric_view is not None:
+        return rng.uniform(-1.0, 1.0, task.numeric_view.space.shape).astype(np.float32)
+    return json.dumps(task.random_experiment(rng).model_dump(mode="json"))
+
+
+def hostile_proposals(task: Task) -> list[Any]:
+    """Proposals that must each come back ``invalid`` (never raise, never run)."""
+    fields = list(task.experiment_model.model_fields)
+    cases: list[Any] = [
+        "",
+        "{",
+        '{"a": ' * 50,
+        "[" * 100_000 + "]" * 100_000,  # deep nesting
+        "null",
+        "[1, 2, 3]",
+        42,
+        None,
+        3.5,
+        {"no_such_field": 1.0},
+        {name: float("nan") for name in fields},
+        {name: "9" * 5000 for name in fields},
+        '{"' + fields[0] + '": ' + "9" * 5000 + "}",  # a 5,000-digit integer in JSON
+        {name: 10**400 for name in fields},
+        {name: [] for name in fields},
+        {},
+        np.zeros(()),  # a 0-d array
+        np.full(7, np.nan),
+        ["a", "b"],
+        b"\xff\xfe",
+    ]
+    if task.numeric_view is not None:
+        d = task.numeric_view.space.shape[0]
+        cases += [np.full(d, 2.0), np.full(d + 1, 0.0), np.full(d, np.inf), [10**400] * d]
+    return cases
+
+
+def _rollout(env: LabEnv, seed: int, n: int) -> list[tuple]:
+    rng = np.random.default_rng(seed)
+    obs, _ = env.reset(seed=seed)
+    out: list[tuple] = [(obs,)]
+    for _ in range(n):
+        obs, reward, terminated, truncated, info = env.step(random_proposal(env.task, rng))
+        out.append((obs, reward, terminated, info["measurement"]))
+        if terminated or truncated:
+            break
+    return out
+
+
+def _same(a: list[tuple], b: list[tuple]) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if not np.array_equal(x[0], y[0]) or x[1:] != y[1:]:
+            return False
+    return True
+
+
+def check_gymnasium(task: Task) -> None:
+    env = LabEnv(task, render_mode="rgb_array")
+    check_env(env, skip_render_check=True)
+    env.reset(seed=0)
+    env.step(random_proposal(task, np.random.default_rng(0)))
+    frame = env.render()
+    assert frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3, "bad rgb frame"
+    if task.numeric_view is None:
+        assert env.action_space.contains(random_proposal(task, np.random.default_rng(1))), (
+            "a text lab's JSON experiment must lie in its Text action space"
+        )
+
+
+def check_seeding(task: Task, n_steps: int) -> None:
+    a = _rollout(LabEnv(task), 7, n_steps)
+    b = _rollout(LabEnv(task), 7, n_steps)
+    c = _rollout(LabEnv(task), 8, n_steps)
+    assert _same(a, b), f"{task.id}: the same seed gave different campaigns"
+    assert not _same(a, c), f"{task.id}: seeds 7 and 8 gave identical campaigns"
+
+
+def check_batching(task: Task, n_steps: int, n_envs: int = 3, seed: int = 11) -> None:
+    """Vector instance i equals a single env seeded seed + i. Float32 observations may
+    differ by round-off of vectorised against scalar kernels (rtol 1e-6)."""
+    rng = np.random.default_rng(seed)
+    proposals = [[random_proposal(task, rng) for _ in range(n_envs)] for _ in range(n_steps)]
+    venv = VectorLabEnv(task, n_envs)
+    obs, _ = venv.reset(seed=seed)
+    vec_obs, vec_rewards = [obs], []
+    for step in proposals:
+        obs, rewards, terminated, _, _ = venv.step(step)
+        vec_obs.append(obs)
+        vec_rewards.append(rewards)
+        if terminated.any():
+            break
+    for i in range(n_envs):
+        env = LabEnv(task)
+        o, _ = env.reset(seed=seed + i)
+        np.testing.assert_allclose(o, vec_obs[0][i], rtol=1e-6, atol=1e-9)
+        for k in range(len(vec_rewards)):
+            o, r, *_ = env.step(proposals[k][i])
+            np.testing.assert_allclose(
+                o, vec_obs[k + 1][i], rtol=1e-6, atol=1e-9, err_msg=f"{task.id}: vector != single"
+            )
+            assert math.isclose(r, vec_rewards[k][i], rel_tol=1e-9, abs_tol=1e-12), (
+                f"{task.id}: reward of instance {i} differs between vector and single env"
+            )
+
+
+def check_declared_observables(task: Task) -> None:
+    rng = np.random.default_rng(3)
+    proposals = [random_proposal(task, rng) for _ in range(2)]
+    specs = {spec.name: spec for spec in task.observables}
+    for m in task.measure(proposals, seed=3):
+        assert m.status in ("ok", "failed"), f"{task.id}: a random valid proposal was {m.status}"
+        if not m.ok:
+            continue
+        assert set(m.observables) == set(specs), f"{task.id}: observables differ from declared"
+        for name, value in m.observables.items():
+            assert value.unit == specs[name].unit, f"{task.id}.{name}: unit {value.unit!r}"
+            assert math.isfinite(value.value) and math.isfinite(value.uncertainty)
+            assert value.uncertainty >= 0, f"{task.id}.{name}: negative uncertainty"
+        assert m.cost >= 0 and m.cost_unit == (task.cost_unit or m.cost_unit)
+
+
+def check_bad_proposals(task: Task) -> None:
+    batch = CampaignBatch(task, 1, invalid_penalty=0.1, max_turns=10**6)
+    budget_left = task.budget
+    batch.reset([0], [0])
+    for proposal in hostile_proposals(task):
+        if budget_left == 1:  # keep the campaign alive: start another
+            batch.reset([0], [0])
+            budget_left = task.budget
+        (record,) = batch.step([0], [proposal])
+        budget_left -= 1
+        m = record.measurement
+        shown = repr(proposal)[:60]
+        assert m.status == "invalid", f"{task.id}: {shown} gave {m.status}, not invalid"
+        assert m.reason and len(m.reason) <= MAX_REASON_CHARS, (
+            f"{task.id}: {shown}: reason empty or {len(m.reason)} characters long"
+        )
+        assert record.reward <= 0.0, f"{task.id}: {shown} was paid {record.reward}"
+        assert not batch.campaigns[0].done or budget_left == 0
+    (record,) = batch.step([0], [random_proposal(task, np.random.default_rng(5))])
+    assert record.measurement.status in ("ok", "failed"), f"{task.id}: campaign did not go on"
+
+
+def _tool_replies(task: Task, rng: np.random.Generator, n: int) -> list[str]:
+    replies = []
+    for k in range(n):
+        if k == n - 1 and task.answer_model is not None:
+            replies.append(format_tool_call("submit_answer", _tool_answer(task)))
+        else:
+            experiment = task.random_experiment(rng).model_dump(mode="json")
+            replies.append(format_tool_call("propose_experiment", experiment))
+    return replies
+
+
+def check_chat(task: Task) -> None:
+    env = ChatLabEnv(task)
+    messages = env.reset([0])[0]
+    assert messages[0]["role"] == "system" and task.brief.strip()[:20] in messages[0]["content"]
+    told = task.describe_conditions(env.conversations[0].campaign.conditions)
+    assert told in messages[1]["content"]
+    rng = np.random.default_rng(0)
+    for reply in _tool_replies(task, rng, min(task.budget, 2)) + ["not a tool call"] * task.budget:
+        if not env.live:
+            break
+        env.step([reply])
+    assert not env.live, f"{task.id}: the chat campaign did not end within its budget"
+    conversation = env.conversations[0]
+    kinds = [r.kind for r in conversation.campaign.history]
+    assert kinds[0] == "experiment", kinds
+    assert all(m["role"] in ("system", "user", "assistant", "tool") for m in conversation.messages)
+
+
+def check_run_store(task: Task, n_steps: int) -> None:
+    rng = np.random.default_rng(2)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "run"
+        with RunStore(path, {"task": task.id}, durable=False) as store:
+            batch = CampaignBatch(task, 2, recorder=store)
+            batch.reset([0, 1], [21, 22])
+            for k in range(n_steps):
+                live = [i for i in (0, 1) if not batch.campaigns[i].done]
+                if not live:
+                    break
+                proposals = [random_proposal(task, rng) for _ in live]
+                if k == 1:
+                    proposals[0] = "{broken"
+                if k == n_steps - 1 and task.answer_model is not None:
+                    proposals[-1] = Answer(_tool_answer(task))
+                batch.step(live, proposals)
+        run = load(path)
+        recorded = [r.score for r in run.records]
+        assert len(run.records) == sum(len(c.history) for c in batch.campaigns)
+        assert run.rescore(task) == recorded, f"{task.id}: re-scoring the run changed scores"
+        for cid, info in run.campaigns.items():
+            again = replay(task, info.seed, run.records_of(cid))
+            assert [r.to_dict(artifacts=False) for r in again] == [
+                r.to_dict(artifacts=False) for r in run.records_of(cid)
+            ], f"{task.id}: replaying campaign {cid} gave other records"
+
+
+def _tool_answer(task: Task) -> dict[str, Any]:
+    """A valid answer: the middle of each bounded field (0.5 where unbounded)."""
+    values = {}
+    for name, f in task.answer_model.model_fields.items():
+        low, high = field_bounds(f) or (0.0, 1.0)
+        values[name] = 0.5 * (low + high)
+    return values
+
+
+def check_lab(task_or_id: Task | str, n_steps: int = 3, **task_kwargs: Any) -> list[str]:
+    """Run every check on a lab (a :class:`Task` or a registered id); returns the checks run.
+
+    ``task_kwargs`` go to the lab when an id is given (``budget=3`` keeps it quick).
+    """
+    task = load_task(task_or_id, **task_kwargs) if isinstance(task_or_id, str) else task_or_id
+    checks = {
+        "gymnasium": lambda: check_gymnasium(task),
+        "seeding": lambda: check_seeding(task, n_steps),
+        "batching": lambda: check_batching(task, n_steps),
+        "declared_observables": lambda: check_declared_observables(task),
+        "bad_proposals": lambda: check_bad_proposals(task),
+        "chat": lambda: check_chat(task),
+        "run_store": lambda: check_run_store(task, n_steps),
+    }
+    for check in checks.values():
+        check()
+    return list(checks)

@@ -1,0 +1,220 @@
+"""A batch reactor run by a temperature programme: a protocol list instead of one temperature.
+
+The chemistry is that of :mod:`labtwin.tasks.reactor` (A -> B wanted, B -> C
+over-reaction, 2A -> D dimerisation; each campaign draws its own reagents).
+An experiment sets the feed concentration and catalyst loading and a
+programme of 1 to 4 stages, each a jacket temperature held for a time. The
+reactor runs the stages one after the other, without work-up in between.
+
+The science question: A -> B has the lower activation energy (60 kJ/mol
+against 80 kJ/mol for B -> C), so B's selectivity falls as the reactor heats
+while its formation speeds up. Hot early, while A is plentiful, and cooler
+late, when B is at risk, can give more B in the same time than any single
+temperature.
+
+The experiment has no numeric (``Box``) reading, since its length varies; the
+Gymnasium view takes it as JSON text. Each run costs its total reaction time
+plus the work-up, in hours; the score is the measured yield of B.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from pydantic import Field
+
+from labtwin import Experiment, Measurement, Task, Value, knob, register_task
+from labtwin.experiment import field_bounds
+from labtwin.simulators.kinetics import arrhenius, default_device, integrate_stages
+from labtwin.tasks.reactor import (
+    N_STEPS,
+    NETWORK,
+    NOMINAL,
+    WORKUP_MIN,
+    BatchReactor,
+    _perturbed,
+    hplc,
+)
+
+MIN_STAGES, MAX_STAGES = 1, 4
+STAGE_TEMPERATURE_K = _T_LOW, _T_HIGH = (300.0, 380.0)  # jacket range of one stage
+STAGE_TIME_MIN = _TIME_LOW, _TIME_HIGH = (1.0, 120.0)  # duration range of one stage
+SAMPLES_PER_STAGE = 41  # time-course points per stage, as a BatchReactor run records
+
+
+class Stage(Experiment):
+    """One stage of a temperature programme: hold the jacket at a temperature for a time."""
+
+    temperature_K: float = knob(*STAGE_TEMPERATURE_K, unit="K", description="jacket temperature")
+    time_min: float = knob(
+        *STAGE_TIME_MIN, unit="min", description="duration of the stage", log=True
+    )
+
+
+class TemperatureProgramme(Experiment):
+    """One batch run: feed, catalyst, and the temperature stages run in order."""
+
+    feed_conc_mol_L: float = knob(0.1, 2.0, unit="mol/L", description="initial concentration of A")
+    catalyst_mol_pct: float = knob(0.0, 5.0, unit="mol%", description="catalyst loading")
+    steps: list[Stage] = Field(
+        min_length=MIN_STAGES,
+        max_length=MAX_STAGES,
+        description=(
+            f"the temperature programme: {MIN_STAGES} to {MAX_STAGES} stages run one after "
+            "the other, each with temperature_K and time_min"
+        ),
+    )
+
+
+def _random_knob(model: type[Experiment], name: str, rng: np.random.Generator) -> float:
+    """A value drawn uniformly (log-uniformly for log knobs) within a knob's bounds."""
+    field = model.model_fields[name]
+    low, high = field_bounds(field)  # type: ignore[misc]
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    if extra.get("scale") == "log":
+        return float(math.exp(rng.uniform(math.log(low), math.log(high))))
+    return float(rng.uniform(low, high))
+
+
+def run_programmes(
+    programmes: list[TemperatureProgramme],
+    conditions: list[dict[str, Any]],
+    device: torch.device | None = None,
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Noise-free runs of N temperature programmes in one staged integration.
+
+    Stage s of every programme is one RK4 call of ``N_STEPS`` steps (as a
+    :func:`~labtwin.tasks.reactor.run_reactors` run); shorter programmes get
+    zero-length stages. Returns final concentrations ``(N, 4)`` of A, B, C, D
+    in mol/L and each programme's time course, ``(1 + (SAMPLES_PER_STAGE - 1) *
+    n_stages, 5)`` with columns t [min], A, B, C, D (the stages joined end to end).
+    """
+    device = device or default_device()
+    f64 = dict(dtype=torch.float64, device=device)
+    n_stages = max(len(p.steps) for p in programmes)
+    # missing stages last zero minutes, at the last real temperature (any value would do)
+    pad = [n_stages - len(p.steps) for p in programmes]
+    temperature = torch.tensor(
+        [[s.temperature_K for s in p.steps] + [p.steps[-1].temperature_K] * n
+         for p, n in zip(programmes, pad)],
+        **f64,
+    )  # fmt: skip
+    durations = torch.tensor(
+        [[s.time_min for s in p.steps] + [0.0] * n for p, n in zip(programmes, pad)], **f64
+    )
+    loading = torch.tensor([p.catalyst_mol_pct for p in programmes], **f64)
+    prefactor = torch.tensor([c["prefactors"] for c in conditions], **f64)
+    energy = torch.tensor([c["activation_energies"] for c in conditions], **f64)
+    gain = torch.tensor([c["catalyst_gain"] for c in conditions], **f64)
+    # k (N, n_stages, 3), the rate law of run_reactors at each stage's temperature
+    k = arrhenius(prefactor.unsqueeze(1), energy.unsqueeze(1), temperature.unsqueeze(2))
+    k[:, :, 0] = k[:, :, 0] * (1.0 + gain * loading).unsqueeze(1)
+    c0 = torch.zeros(len(programmes), len(NETWORK.species), **f64)
+    c0[:, 0] = torch.tensor([p.feed_conc_mol_L for p in programmes], **f64)
+    course = integrate_stages(NETWORK, c0, k, durations, N_STEPS, SAMPLES_PER_STAGE)
+    table = torch.cat([course.times.unsqueeze(2), course.concentrations], dim=2).cpu().numpy()
+    rows = [1 + (SAMPLES_PER_STAGE - 1) * len(p.steps) for p in programmes]
+    courses = [table[i, :n].copy() for i, n in enumerate(rows)]
+    return course.final.cpu().numpy(), courses
+
+
+@register_task
+class ReactorProtocol(Task):
+    """Maximise the yield of B from a batch reactor run by a temperature programme."""
+
+    id = "ReactorProtocol-v0"
+    experiment_model = TemperatureProgramme
+    observables = BatchReactor.observables
+    cost_unit: ClassVar[str] = "h"
+    default_budget = 12
+    reward_description = (
+        "measured yield of B (0..1); a campaign's return is its best measured yield"
+    )
+    brief = f"""
+You run a batch reactor. Feed A converts to the wanted product B (A -> B, sped
+up by a catalyst); B over-reacts to C (B -> C) and two molecules of A can
+dimerise to D (2A -> D). For each run choose the feed concentration of A, the
+catalyst loading and a temperature programme: a list of {MIN_STAGES} to {MAX_STAGES} stages,
+run one after the other, each holding the jacket at a temperature
+({_T_LOW:g}-{_T_HIGH:g} K) for a time ({_TIME_LOW:g}-{_TIME_HIGH:g} min). After each run the HPLC
+reports the concentrations of A, B, C and D with their uncertainties, and the
+yield of B. A run costs its total reaction time plus {WORKUP_MIN:g} min of work-up.
+Find the programme that gives the highest yield of B within the experiment
+budget, and whether changing the temperature during a run beats holding it
+constant. The kinetics of this batch of reagents are not known in advance.
+"""
+
+    def __init__(
+        self,
+        budget: int | None = None,
+        kinetics_spread: float = 0.3,
+        noise: float = 1.0,
+        device: str | None = None,
+    ) -> None:
+        super().__init__(budget)
+        if kinetics_spread < 0 or noise < 0:
+            raise ValueError("kinetics_spread and noise must be non-negative")
+        self.kinetics_spread = kinetics_spread
+        self.noise = noise
+        self.device = torch.device(device) if device else default_device()
+
+    def nominal_conditions(self) -> dict[str, Any]:
+        return dict(NOMINAL)
+
+    def sample_conditions(self, rng: np.random.Generator) -> dict[str, Any]:
+        return _perturbed(rng, self.kinetics_spread)
+
+    def random_experiment(self, rng: np.random.Generator) -> TemperatureProgramme:
+        """A valid programme: 1-4 stages, every knob uniform (log-uniform for times) in bounds."""
+        n_stages = int(rng.integers(MIN_STAGES, MAX_STAGES + 1))
+        steps = [
+            Stage(**{name: _random_knob(Stage, name, rng) for name in Stage.model_fields})
+            for _ in range(n_stages)
+        ]
+        knobs = {
+            name: _random_knob(TemperatureProgramme, name, rng)
+            for name in ("feed_conc_mol_L", "catalyst_mol_pct")
+        }
+        return TemperatureProgramme(**knobs, steps=steps)
+
+    def simulate(self, experiments, conditions, rngs):  # noqa: D102 (documented on Task)
+        final, courses = run_programmes(experiments, conditions, device=self.device)
+        provenance = {
+            "simulator": "labtwin.simulators.kinetics (staged RK4, float64)",
+            "device": str(self.device),
+            "versions": {"torch": torch.__version__},
+        }
+        out = []
+        for programme, conc, course, rng in zip(experiments, final, courses, rngs):
+            feed = programme.feed_conc_mol_L
+            if not np.all(np.isfinite(conc)) or conc.min() < -1e-6 * feed:
+                out.append(Measurement.failed("integration became unstable", provenance=provenance))
+                continue
+            measured, sigma = hplc(np.clip(conc, 0.0, None), rng, self.noise)
+            observables = {
+                "yield_B": Value(float(measured[1] / feed), "", float(sigma[1] / feed)),
+                "conversion_A": Value(float(1.0 - measured[0] / feed), "", float(sigma[0] / feed)),
+            }
+            observables.update(
+                {
+                    f"conc_{s}": Value(float(v), "mol/L", float(e))
+                    for s, v, e in zip(NETWORK.species, measured, sigma)
+                }
+            )
+            total_min = sum(stage.time_min for stage in programme.steps)
+            out.append(
+                Measurement(
+                    "ok",
+                    observables,
+                    cost=(total_min + WORKUP_MIN) / 60.0,
+                    provenance=dict(provenance),
+                    artifacts={"time_course": course},
+                )
+            )
+        return out
+
+    def reward(self, measurement: Measurement, conditions: dict[str, Any]) -> float:
+        return measurement["yield_B"]

@@ -1,0 +1,72 @@
+"""``labtwin.testing.check_lab`` passes on every registered lab and catches broken labs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import labtwin
+from labtwin.testing import check_lab
+
+ALL_CHECKS = [
+    "gymnasium",
+    "seeding",
+    "batching",
+    "declared_observables",
+    "bad_proposals",
+    "chat",
+    "run_store",
+]
+
+
+def test_every_registered_lab_passes(task_id: str) -> None:
+    assert check_lab(task_id, budget=3) == ALL_CHECKS
+
+
+Reactor = type(labtwin.load_task("BatchReactor-v0"))
+
+
+class UndeclaredObservable(Reactor):
+    """Returns an observable it never declared."""
+
+    id = "UndeclaredObservable-v0"
+
+    def simulate(self, experiments, conditions, rngs):
+        out = super().simulate(experiments, conditions, rngs)
+        for m in out:
+            m.observables["secret"] = labtwin.Value(1.0, "")
+        return out
+
+
+class BatchDependent(Reactor):
+    """Its noise depends on the batch it is measured in."""
+
+    id = "BatchDependent-v0"
+
+    def simulate(self, experiments, conditions, rngs):
+        shared = np.random.default_rng(len(experiments))
+        return super().simulate(experiments, conditions, [shared] * len(experiments))
+
+
+class RaisesOnStrings(Reactor):
+    """Lets a bad proposal escape as an exception."""
+
+    id = "RaisesOnStrings-v0"
+
+    def parse(self, proposal):
+        if isinstance(proposal, str) and proposal.startswith("["):
+            raise ValueError("boom")
+        return super().parse(proposal)
+
+
+@pytest.mark.parametrize(
+    "lab, message",
+    [
+        (UndeclaredObservable, "undeclared \\['secret'\\]"),
+        (BatchDependent, "vector != single|differs between vector and single"),
+        (RaisesOnStrings, "boom"),
+    ],
+)
+def test_broken_labs_fail(lab, message: str) -> None:
+    with pytest.raises((AssertionError, RuntimeError, ValueError), match=message):
+        check_lab(lab(budget=3))
