@@ -2,26 +2,40 @@
 
 They work on any lab through its numeric view (a box ``[-1, 1]^d``) and give
 every lab a reference score for a given experiment budget. Each has
-``reset(space, seed)``, ``propose() -> vector`` and ``observe(vector, score)``.
+``reset(space, seed, task=None)``, ``propose() -> vector`` and ``observe(vector, score)``.
+Random search also runs text labs (no numeric view), drawing ``task.random_experiment``.
 """
 
 from __future__ import annotations
 
+import json
 from collections import deque
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 
+def _box(space: gym.Space, name: str) -> gym.spaces.Box:
+    if not isinstance(space, gym.spaces.Box):
+        raise ValueError(f"{name} needs a lab with a numeric view (a Box action space)")
+    return space
+
+
 class RandomSearch:
-    """Uniform random proposals in the action box."""
+    """Uniform random proposals in the action box; on a text lab, the lab's random experiments."""
 
-    def reset(self, space: gym.spaces.Box, seed: int) -> None:
+    def reset(self, space: gym.Space, seed: int, task: Any = None) -> None:
         self.space = space
+        self.task = task
         self.rng = np.random.default_rng(seed)
+        if not isinstance(space, gym.spaces.Box) and task is None:
+            raise ValueError("random search on a text lab needs the task (task=...)")
 
-    def propose(self) -> np.ndarray:
-        return self.rng.uniform(self.space.low, self.space.high).astype(np.float32)
+    def propose(self) -> np.ndarray | str:
+        if isinstance(self.space, gym.spaces.Box):
+            return self.rng.uniform(self.space.low, self.space.high).astype(np.float32)
+        return json.dumps(self.task.random_experiment(self.rng).model_dump(mode="json"))
 
     def observe(self, action: np.ndarray, score: float) -> None:
         pass
@@ -38,9 +52,10 @@ class CMAES:
         self.sigma0 = sigma0
         self.popsize = popsize
 
-    def reset(self, space: gym.spaces.Box, seed: int) -> None:
+    def reset(self, space: gym.spaces.Box, seed: int, task: Any = None) -> None:
         import cma
 
+        space = _box(space, "CMA-ES")
         dim = space.shape[0]
         options = {
             "bounds": [list(space.low.astype(float)), list(space.high.astype(float))],
@@ -80,9 +95,10 @@ class BayesOpt:
     def __init__(self, n_startup: int = 5) -> None:
         self.n_startup = n_startup
 
-    def reset(self, space: gym.spaces.Box, seed: int) -> None:
+    def reset(self, space: gym.spaces.Box, seed: int, task: Any = None) -> None:
         import optuna
 
+        space = _box(space, "Bayesian optimisation")
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.names = [f"x{i}" for i in range(space.shape[0])]
         self.distributions = {

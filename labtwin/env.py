@@ -1,7 +1,8 @@
 """``LabEnv``: one campaign of a lab as a Gymnasium environment (a campaign batch of one).
 
 - action: a vector in ``[-1, 1]^d`` for labs with a numeric view, otherwise the
-  experiment as JSON text (``gymnasium.spaces.Text``). ``step`` also takes an
+  experiment as JSON text (``gymnasium.spaces.Text``); ``action_view="text"``
+  gives any lab the text view. ``step`` also takes an
   experiment as a dict, a pydantic model or JSON text, an
   :class:`~labtwin.experiment.Answer` for labs with a final answer, and an
   :class:`~labtwin.experiment.Analysis` call; that is how text agents use the
@@ -18,20 +19,34 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
 
 from labtwin.campaign import Campaign, CampaignBatch, Record, RewardMode, observation_space
+from labtwin.experiment import text_action_space
 from labtwin.task import Task
 
 RENDER_MODES = (None, "rgb_array")
+ActionView = Literal["auto", "numeric", "text"]
 
 
 def check_render_mode(render_mode: str | None) -> None:
     if render_mode not in RENDER_MODES:
         raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+
+
+def action_space(task: Task, view: ActionView) -> gym.Space:
+    """``auto``: the numeric view where the lab has one, else text; ``text``: the
+    experiment as JSON text for any lab (what an LLM sends); ``numeric``: the Box view."""
+    if view == "text":
+        return text_action_space()
+    if view == "numeric" and task.numeric_view is None:
+        raise ValueError(f"{task.id} has no numeric view; use action_view='text'")
+    if view not in ("auto", "numeric"):
+        raise ValueError(f"action_view must be 'auto', 'numeric' or 'text', got {view!r}")
+    return task.action_space
 
 
 class LabEnv(gym.Env):
@@ -44,12 +59,13 @@ class LabEnv(gym.Env):
         reward_mode: RewardMode = "improvement",
         invalid_penalty: float = 0.0,
         max_turns: int | None = None,
+        action_view: ActionView = "auto",
     ) -> None:
         check_render_mode(render_mode)
         self.task = task
         self.render_mode = render_mode
         self.batch = CampaignBatch(task, 1, reward_mode, invalid_penalty, max_turns)
-        self.action_space = task.action_space
+        self.action_space = action_space(task, action_view)
         self.observation_space = observation_space(task)
 
     @property

@@ -177,13 +177,31 @@ def parse_experiment(model: type[Experiment], proposal: Any) -> Experiment | Inv
 
 
 def tool_schema(model: type[Experiment]) -> dict[str, Any]:
-    """JSON schema of the experiment's arguments, ready for an OpenAI-style tool."""
+    """JSON schema of the experiment's arguments, ready for an OpenAI-style tool.
+
+    Titles are dropped everywhere (nested models included: they only cost
+    tokens), and every object forbids unknown fields.
+    """
     schema = model.model_json_schema()
-    schema.pop("title", None)
-    for prop in schema.get("properties", {}).values():
-        prop.pop("title", None)
+    _strip_titles(schema)
     schema["additionalProperties"] = False
     return schema
+
+
+def _strip_titles(node: Any) -> None:
+    if isinstance(node, dict):
+        node.pop("title", None)
+        if node.get("type") == "object" and "properties" in node:
+            node.setdefault("additionalProperties", False)
+        for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                for prop in value.values():  # a field may be *named* "title": keep the name
+                    _strip_titles(prop)
+            else:
+                _strip_titles(value)
+    elif isinstance(node, list):
+        for item in node:
+            _strip_titles(item)
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,9 @@ from labtwin.vector import VectorLabEnv
 
 
 class Agent(Protocol):
-    def reset(self, space: gym.spaces.Box, seed: int) -> None: ...
+    def reset(self, space: gym.Space, seed: int, task: Any = None) -> None: ...
 
-    def propose(self) -> np.ndarray: ...
+    def propose(self) -> np.ndarray | str: ...
 
     def observe(self, action: np.ndarray, score: float) -> None: ...
 
@@ -85,13 +85,9 @@ def run_campaigns(
     seed. Returns the per-campaign summaries and the run directory.
     """
     task = load_task(task_id, **task_kwargs)
-    if task.numeric_view is None:
-        raise ValueError(
-            f"{task.id} has no numeric view, so the optimiser baselines cannot propose for it"
-        )
     agents = [load_agent(agent, **(agent_kwargs or {})) for _ in range(n_campaigns)]
-    for i, a in enumerate(agents):
-        a.reset(task.numeric_view.space, seed + i)
+    for i, a in enumerate(agents):  # a ValueError here: the agent cannot run this lab
+        a.reset(task.action_space, seed + i, task=task)
     run_dir = Path(run_dir) if run_dir else default_run_dir(task_id, agent)
     config = {
         "kind": "campaigns",
@@ -109,7 +105,7 @@ def run_campaigns(
         env.reset(seed=seed)
         job = bar.add_task(f"{task.id} · {agent}", total=task.budget * n_campaigns)
         for _ in range(task.budget):
-            actions = np.stack([a.propose() for a in agents]).astype(np.float32)
+            actions = [a.propose() for a in agents]
             _, _, _, _, info = env.step(actions)
             for i, a in enumerate(agents):
                 a.observe(actions[i], float(info["score"][i]))

@@ -7,8 +7,8 @@ It raises ``AssertionError`` with a readable message at the first broken
 promise, and returns the names of the checks that passed:
 
 - ``gymnasium``: Gymnasium's ``check_env`` passes on the numeric view (a
-  ``Box``) or the text view (the experiment as JSON text), and ``rgb_array``
-  frames are images;
+  ``Box``, where the lab has one) and on the text view (the experiment as JSON
+  text), and ``rgb_array`` frames are images;
 - ``seeding``: the same seed gives the same observations, rewards and
   measurements; another seed gives other ones;
 - ``batching``: instance ``i`` of a vector env seeded ``s`` equals a single env
@@ -110,6 +110,8 @@ def _same(a: list[tuple], b: list[tuple]) -> bool:
 def check_gymnasium(task: Task) -> None:
     env = LabEnv(task, render_mode="rgb_array")
     check_env(env, skip_render_check=True)
+    if task.numeric_view is not None:  # every lab also has the text view an LLM uses
+        check_env(LabEnv(task, action_view="text"), skip_render_check=True)
     env.reset(seed=0)
     env.step(random_proposal(task, np.random.default_rng(0)))
     frame = env.render()

@@ -25,7 +25,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from labtwin.campaign import Campaign, CampaignBatch, RewardMode, observation_space
-from labtwin.env import check_render_mode, reset_info, step_info
+from labtwin.env import ActionView, action_space, check_render_mode, reset_info, step_info
 from labtwin.task import Task
 
 AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
@@ -63,6 +63,7 @@ class VectorLabEnv(VectorEnv):
         max_turns: int | None = None,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         recorder: Any = None,
+        action_view: ActionView = "auto",
     ) -> None:
         check_render_mode(render_mode)
         autoreset_mode = _autoreset_mode(autoreset_mode)
@@ -74,7 +75,7 @@ class VectorLabEnv(VectorEnv):
         self.num_envs = num_envs
         self.render_mode = render_mode
         self.autoreset_mode = autoreset_mode
-        self.single_action_space = task.action_space
+        self.single_action_space = action_space(task, action_view)
         self.single_observation_space = observation_space(task)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.observation_space = batch_space(self.single_observation_space, num_envs)

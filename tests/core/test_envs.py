@@ -162,3 +162,21 @@ def test_turn_cap_ends_a_campaign_of_analysis_calls() -> None:
     assert campaign.remaining == 3 and "turn cap" in campaign.end_reason
     with pytest.raises(RuntimeError, match="finished campaign"):
         batch.step([0], [call])
+
+
+def test_a_text_lab_can_offer_a_numeric_view_of_its_own() -> None:
+    """ReactorProtocol-v0 with one fixed stage: feed and catalyst become a Box view."""
+    Protocol = type(labtwin.load_task("ReactorProtocol-v0"))
+    stage = [{"temperature_K": 340.0, "time_min": 30.0}]
+
+    class OneStage(Protocol):
+        def make_numeric_view(self):
+            return labtwin.NumericView(self.experiment_model, fixed={"steps": stage})
+
+    env = labtwin.LabEnv(OneStage(budget=2))
+    assert env.action_space.shape == (2,)
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(np.array([0.0, 1.0], dtype=np.float32))
+    assert info["status"] == "ok"
+    assert info["measurement"].experiment["steps"] == stage
+    assert info["measurement"].experiment["catalyst_mol_pct"] == pytest.approx(5.0)
