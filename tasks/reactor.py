@@ -20,6 +20,7 @@ run costs its reaction time plus 30 min of work-up and analysis.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -57,6 +58,37 @@ WORKUP_MIN = 30.0  # work-up and analysis time per run, minutes
 N_STEPS = 1000  # RK4 steps per run; k*dt <= 0.4 over the whole experiment box
 
 
+def rate_constants(
+    conditions: list[dict[str, Any]],
+    temperature_K: np.ndarray | torch.Tensor,
+    loading_mol_pct: np.ndarray | torch.Tensor | Sequence[float],
+    side_reaction: bool = True,
+    device: torch.device | None = None,
+) -> torch.Tensor:
+    """The rate law: rate constants of A -> B, B -> C and 2A -> D for N reactors.
+
+    ``conditions`` are the N reactors' kinetics, ``loading_mol_pct`` their
+    catalyst loadings ``(N,)`` and ``temperature_K`` their temperatures, ``(N,)``
+    for one temperature per reactor or ``(N, S)`` for S stages each. Returns k,
+    float64, ``(N, 3)`` or ``(N, S, 3)``; the catalyst speeds up A -> B only,
+    and ``side_reaction=False`` switches 2A -> D off.
+    """
+    device = device or default_device()
+    f64 = dict(dtype=torch.float64, device=device)
+    temperature = torch.as_tensor(temperature_K, **f64)
+    stages = (1,) * (temperature.dim() - 1)  # broadcast the per-reactor values over stages
+    n = len(conditions)
+    prefactor = torch.tensor([c["prefactors"] for c in conditions], **f64).view(n, *stages, 3)
+    energy = torch.tensor([c["activation_energies"] for c in conditions], **f64).view(n, *stages, 3)
+    gain = torch.tensor([c["catalyst_gain"] for c in conditions], **f64)
+    k = arrhenius(prefactor, energy, temperature.unsqueeze(-1))
+    speed_up = 1.0 + gain * torch.as_tensor(loading_mol_pct, **f64)
+    k[..., 0] = k[..., 0] * speed_up.view(n, *stages)
+    if not side_reaction:
+        k[..., 2] = 0.0
+    return k
+
+
 def run_reactors(
     temperature_K: np.ndarray,
     time_min: np.ndarray,
@@ -73,15 +105,8 @@ def run_reactors(
     """
     device = device or default_device()
     f64 = dict(dtype=torch.float64, device=device)
-    temperature = torch.as_tensor(temperature_K, **f64)
-    prefactor = torch.tensor([c["prefactors"] for c in conditions], **f64)
-    energy = torch.tensor([c["activation_energies"] for c in conditions], **f64)
-    gain = torch.tensor([c["catalyst_gain"] for c in conditions], **f64)
-    k = arrhenius(prefactor, energy, temperature.unsqueeze(1))
-    k[:, 0] = k[:, 0] * (1.0 + gain * torch.as_tensor(loading_mol_pct, **f64))
-    if not side_reaction:
-        k[:, 2] = 0.0
-    c0 = torch.zeros(len(temperature), len(NETWORK.species), **f64)
+    k = rate_constants(conditions, temperature_K, loading_mol_pct, side_reaction, device)
+    c0 = torch.zeros(len(k), len(NETWORK.species), **f64)
     c0[:, 0] = torch.as_tensor(feed_mol_L, **f64)
     course = integrate(NETWORK, c0, k, torch.as_tensor(time_min, **f64), n_steps=N_STEPS)
     table = torch.cat([course.times.unsqueeze(2), course.concentrations], dim=2)
@@ -98,6 +123,57 @@ def hplc(
     sigma = scale * (RELATIVE_NOISE * np.abs(true_conc) + ABSOLUTE_NOISE)
     measured = np.maximum(true_conc + sigma * rng.standard_normal(true_conc.shape), 0.0)
     return measured, sigma
+
+
+def reactor_measurements(
+    final: np.ndarray,
+    courses: Sequence[np.ndarray],
+    feeds_mol_L: Sequence[float],
+    reaction_min: Sequence[float],
+    rngs: list[np.random.Generator],
+    noise: float,
+    simulator: str,
+    device: torch.device,
+) -> list[Measurement]:
+    """What the HPLC reports on N finished runs.
+
+    ``final`` are the true final concentrations ``(N, 4)`` of A, B, C, D,
+    ``courses`` the runs' time courses (kept as the ``time_course`` artifact),
+    ``reaction_min`` each run's total reaction time (the cost adds the work-up)
+    and ``noise`` the HPLC noise scale. A run whose concentrations are not
+    finite or clearly negative is reported as a failed measurement.
+    """
+    provenance = {
+        "simulator": simulator,
+        "device": str(device),
+        "versions": {"torch": torch.__version__},
+    }
+    out = []
+    for conc, course, feed, minutes, rng in zip(final, courses, feeds_mol_L, reaction_min, rngs):
+        if not np.all(np.isfinite(conc)) or conc.min() < -1e-6 * feed:
+            out.append(Measurement.failed("integration became unstable", provenance=provenance))
+            continue
+        measured, sigma = hplc(np.clip(conc, 0.0, None), rng, noise)
+        observables = {
+            "yield_B": Value(float(measured[1] / feed), "", float(sigma[1] / feed)),
+            "conversion_A": Value(float(1.0 - measured[0] / feed), "", float(sigma[0] / feed)),
+        }
+        observables.update(
+            {
+                f"conc_{s}": Value(float(v), "mol/L", float(e))
+                for s, v, e in zip(NETWORK.species, measured, sigma)
+            }
+        )
+        out.append(
+            Measurement(
+                "ok",
+                observables,
+                cost=(minutes + WORKUP_MIN) / 60.0,
+                provenance=dict(provenance),
+                artifacts={"time_course": course},
+            )
+        )
+    return out
 
 
 def _perturbed(rng: np.random.Generator, spread: float) -> dict[str, Any]:
@@ -157,38 +233,16 @@ class _ReactorBase(Task):
             side_reaction=self.side_reaction,
             device=self.device,
         )
-        provenance = {
-            "simulator": "labtwin.simulators.kinetics (RK4, float64)",
-            "device": str(self.device),
-            "versions": {"torch": torch.__version__},
-        }
-        out = []
-        for run, conc, course, rng in zip(runs, final, courses, rngs):
-            if not np.all(np.isfinite(conc)) or conc.min() < -1e-6 * run["feed_conc_mol_L"]:
-                out.append(Measurement.failed("integration became unstable", provenance=provenance))
-                continue
-            measured, sigma = hplc(np.clip(conc, 0.0, None), rng, self.noise)
-            feed = run["feed_conc_mol_L"]
-            observables = {
-                "yield_B": Value(float(measured[1] / feed), "", float(sigma[1] / feed)),
-                "conversion_A": Value(float(1.0 - measured[0] / feed), "", float(sigma[0] / feed)),
-            }
-            observables.update(
-                {
-                    f"conc_{s}": Value(float(v), "mol/L", float(e))
-                    for s, v, e in zip(NETWORK.species, measured, sigma)
-                }
-            )
-            out.append(
-                Measurement(
-                    "ok",
-                    observables,
-                    cost=(run["time_min"] + WORKUP_MIN) / 60.0,
-                    provenance=dict(provenance),
-                    artifacts={"time_course": course},
-                )
-            )
-        return out
+        return reactor_measurements(
+            final,
+            courses,
+            [r["feed_conc_mol_L"] for r in runs],
+            [r["time_min"] for r in runs],
+            rngs,
+            noise=self.noise,
+            simulator="labtwin.simulators.kinetics (RK4, float64)",
+            device=self.device,
+        )
 
 
 @register_task

@@ -20,23 +20,23 @@ plus the work-up, in hours; the score is the measured yield of B.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
 from pydantic import Field
 
-from labtwin import Experiment, Measurement, Task, Value, knob, register_task
+from labtwin import Experiment, Measurement, knob, register_task
 from labtwin.experiment import field_bounds
-from labtwin.simulators.kinetics import arrhenius, default_device, integrate_stages
+from labtwin.simulators.kinetics import default_device, integrate_stages
 from labtwin.tasks.reactor import (
     N_STEPS,
     NETWORK,
-    NOMINAL,
     WORKUP_MIN,
     BatchReactor,
-    _perturbed,
-    hplc,
+    _ReactorBase,
+    rate_constants,
+    reactor_measurements,
 )
 
 MIN_STAGES, MAX_STAGES = 1, 4
@@ -105,13 +105,9 @@ def run_programmes(
     durations = torch.tensor(
         [[s.time_min for s in p.steps] + [0.0] * n for p, n in zip(programmes, pad)], **f64
     )
-    loading = torch.tensor([p.catalyst_mol_pct for p in programmes], **f64)
-    prefactor = torch.tensor([c["prefactors"] for c in conditions], **f64)
-    energy = torch.tensor([c["activation_energies"] for c in conditions], **f64)
-    gain = torch.tensor([c["catalyst_gain"] for c in conditions], **f64)
+    loading = [p.catalyst_mol_pct for p in programmes]
     # k (N, n_stages, 3), the rate law of run_reactors at each stage's temperature
-    k = arrhenius(prefactor.unsqueeze(1), energy.unsqueeze(1), temperature.unsqueeze(2))
-    k[:, :, 0] = k[:, :, 0] * (1.0 + gain * loading).unsqueeze(1)
+    k = rate_constants(conditions, temperature, loading, side_reaction=True, device=device)
     c0 = torch.zeros(len(programmes), len(NETWORK.species), **f64)
     c0[:, 0] = torch.tensor([p.feed_conc_mol_L for p in programmes], **f64)
     course = integrate_stages(NETWORK, c0, k, durations, N_STEPS, SAMPLES_PER_STAGE)
@@ -122,13 +118,12 @@ def run_programmes(
 
 
 @register_task
-class ReactorProtocol(Task):
+class ReactorProtocol(_ReactorBase):
     """Maximise the yield of B from a batch reactor run by a temperature programme."""
 
     id = "ReactorProtocol-v0"
     experiment_model = TemperatureProgramme
     observables = BatchReactor.observables
-    cost_unit: ClassVar[str] = "h"
     default_budget = 12
     reward_description = (
         "measured yield of B (0..1); a campaign's return is its best measured yield"
@@ -147,26 +142,6 @@ budget, and whether changing the temperature during a run beats holding it
 constant. The kinetics of this batch of reagents are not known in advance.
 """
 
-    def __init__(
-        self,
-        budget: int | None = None,
-        kinetics_spread: float = 0.3,
-        noise: float = 1.0,
-        device: str | None = None,
-    ) -> None:
-        super().__init__(budget)
-        if kinetics_spread < 0 or noise < 0:
-            raise ValueError("kinetics_spread and noise must be non-negative")
-        self.kinetics_spread = kinetics_spread
-        self.noise = noise
-        self.device = torch.device(device) if device else default_device()
-
-    def nominal_conditions(self) -> dict[str, Any]:
-        return dict(NOMINAL)
-
-    def sample_conditions(self, rng: np.random.Generator) -> dict[str, Any]:
-        return _perturbed(rng, self.kinetics_spread)
-
     def random_experiment(self, rng: np.random.Generator) -> TemperatureProgramme:
         """A valid programme: 1-4 stages, every knob uniform (log-uniform for times) in bounds."""
         n_stages = int(rng.integers(MIN_STAGES, MAX_STAGES + 1))
@@ -182,39 +157,16 @@ constant. The kinetics of this batch of reagents are not known in advance.
 
     def simulate(self, experiments, conditions, rngs):  # noqa: D102 (documented on Task)
         final, courses = run_programmes(experiments, conditions, device=self.device)
-        provenance = {
-            "simulator": "labtwin.simulators.kinetics (staged RK4, float64)",
-            "device": str(self.device),
-            "versions": {"torch": torch.__version__},
-        }
-        out = []
-        for programme, conc, course, rng in zip(experiments, final, courses, rngs):
-            feed = programme.feed_conc_mol_L
-            if not np.all(np.isfinite(conc)) or conc.min() < -1e-6 * feed:
-                out.append(Measurement.failed("integration became unstable", provenance=provenance))
-                continue
-            measured, sigma = hplc(np.clip(conc, 0.0, None), rng, self.noise)
-            observables = {
-                "yield_B": Value(float(measured[1] / feed), "", float(sigma[1] / feed)),
-                "conversion_A": Value(float(1.0 - measured[0] / feed), "", float(sigma[0] / feed)),
-            }
-            observables.update(
-                {
-                    f"conc_{s}": Value(float(v), "mol/L", float(e))
-                    for s, v, e in zip(NETWORK.species, measured, sigma)
-                }
-            )
-            total_min = sum(stage.time_min for stage in programme.steps)
-            out.append(
-                Measurement(
-                    "ok",
-                    observables,
-                    cost=(total_min + WORKUP_MIN) / 60.0,
-                    provenance=dict(provenance),
-                    artifacts={"time_course": course},
-                )
-            )
-        return out
+        return reactor_measurements(
+            final,
+            courses,
+            [p.feed_conc_mol_L for p in experiments],
+            [sum(stage.time_min for stage in p.steps) for p in experiments],
+            rngs,
+            noise=self.noise,
+            simulator="labtwin.simulators.kinetics (staged RK4, float64)",
+            device=self.device,
+        )
 
     def reward(self, measurement: Measurement, conditions: dict[str, Any]) -> float:
         return measurement["yield_B"]
