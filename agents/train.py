@@ -1,7 +1,10 @@
 """GRPO training of an LLM that runs lab campaigns through tool calls.
 
-Read it top to bottom: a config with one line of help per field, seeding in
-one place, and the loop in plain sight:
+Read it top to bottom, CleanRL style: the config (:class:`TrainConfig`, one
+line of help per field, checked in one place; it lives in ``train_config.py``
+so that the command line can build its options from it without importing
+torch), every seed of the run in one place (:class:`SeedStreams`), and the
+loop in plain sight (:func:`train`):
 
 1. evaluate the untrained policy on fixed evaluation campaigns;
 2. optionally warm-start it with a few supervised steps on valid proposals
@@ -10,103 +13,108 @@ one place, and the loop in plain sight:
 3. GRPO: for each step, run ``campaigns_per_step`` campaign seeds, each
    ``group_size`` times (a group shares hidden conditions); a campaign's
    return is its reward; advantages are group-relative; the clipped surrogate
-   is accumulated over micro-batches with an exact normaliser;
-4. evaluate again, and write metrics, every measured experiment and
-   checkpoints into the run directory.
+   is accumulated over micro-batches with an exact normaliser, with an
+   optional KL to a frozen reference model passed explicitly;
+4. evaluate again, and write metrics, every training campaign (its seed and
+   conditions) and record, and checkpoints into the run directory.
 """
 
 from __future__ import annotations
 
 import copy
+import enum
 import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from transformers import AutoModelForCausalLM
 
 import labtwin
 from labtwin.agents.grpo import group_advantages, grpo_loss, loss_normaliser, zero_variance_mask
 from labtwin.agents.policy import HFPolicy, build_tiny_model, build_tiny_tokenizer
 from labtwin.agents.rollout import Episode, run_episodes
+from labtwin.agents.train_config import TrainConfig
+from labtwin.campaign import derive_seeds
 from labtwin.experiment import field_bounds
+from labtwin.registry import short_id
 from labtwin.runs import RunStore
 from labtwin.tools import PROPOSE, SUBMIT, ChatLabEnv, format_tool_call, lab_tools
 
+__all__ = ["SeedStreams", "TrainConfig", "TrainResult", "train"]
 
-@dataclass
-class TrainConfig:
-    task: str = "BatchReactor-v0"
-    """lab id"""
-    model: str = "tiny"
-    """'tiny' (built from a config, no download) or a local Hugging Face model folder"""
-    steps: int = 20
-    """GRPO steps"""
-    campaigns_per_step: int = 4
-    """distinct campaign seeds (GRPO groups) per step"""
-    group_size: int = 8
-    """campaigns per seed; advantages are relative within a group"""
-    budget: int = 2
-    """experiments per training campaign"""
-    learning_rate: float = 2e-3
-    """AdamW learning rate (the tiny model likes it high; use ~1e-6 for real LLMs)"""
-    max_grad_norm: float = 1.0
-    """gradient clipping"""
-    micro_batch_size: int = 8
-    """episodes per forward/backward; gradients accumulate exactly over a step"""
-    clip_low: float = 0.2
-    """ratio floor 1 - clip_low"""
-    clip_high: float = 0.28
-    """ratio ceiling 1 + clip_high (clip-higher)"""
-    kl_coef: float = 0.0
-    """weight of the k3 KL to the frozen starting policy (0: no reference model)"""
-    aggregation: Literal["token_mean", "sequence_mean", "dr_grpo"] = "token_mean"
-    """loss aggregation"""
-    scale_std: bool = True
-    """divide advantages by the group's reward std (False: Dr. GRPO)"""
-    drop_zero_variance: bool = True
-    """skip groups whose campaigns all got the same reward"""
-    invalid_penalty: float = 0.1
-    """reward subtracted for each invalid tool call"""
-    max_new_tokens: int = 96
-    """tokens per reply"""
-    temperature: float = 1.0
-    """sampling temperature for training and evaluation"""
-    constrained: bool = True
-    """constrain replies to one schema-valid tool call (xgrammar); False: free text"""
-    backend: Literal["hf", "vllm"] = "hf"
-    """generation engine: 'hf' (transformers, CPU or GPU) or 'vllm' (GPU, labtwin[vllm])"""
-    threads: int = 1
-    """torch CPU threads (1 is fastest for the tiny model on a busy 2-core machine)"""
-    warmstart_steps: int = 30
-    """supervised steps on valid random proposals before GRPO (0: none)"""
-    warmstart_batch: int = 16
-    """campaigns per warm-start step"""
-    warmstart_learning_rate: float = 3e-3
-    """learning rate of the warm start"""
-    eval_campaigns: int = 32
-    """fixed evaluation campaigns before and after training"""
-    hidden_size: int = 64
-    """tiny model: hidden size"""
-    vocab_size: int = 1024
-    """tiny model: BPE vocabulary size (trained on the lab's texts)"""
-    layers: int = 2
-    """tiny model: transformer layers"""
-    seed: int = 0
-    """seeds torch, numpy and every campaign"""
-    checkpoint_every: int = 20
-    """steps between checkpoints (and one at the end)"""
-    out: str | None = None
-    """run directory (default runs/train-<task>-<time>)"""
-    resume: bool = False
-    """continue the run in `out` from its last checkpoint"""
-    tensorboard: bool = False
-    """also write TensorBoard scalars (needs the tensorboard package)"""
-    progress: bool = True
-    """show a progress bar"""
+
+# ---- seeding, in one place -----------------------------------------------------------
+
+
+class Stream(enum.IntEnum):
+    """The named seed streams of a run. The numbers are part of every run's seeds: never
+    renumber them (and never use 0: a trailing 0 key would alias a shorter key)."""
+
+    MODEL_INIT = 1
+    WARM_START = 2
+    TRAIN_CAMPAIGNS = 3
+    TRAIN_SAMPLING = 4
+    EVAL_CAMPAIGNS = 5
+    EVAL_SAMPLING = 6
+    ENGINE = 7
+
+
+@dataclass(frozen=True)
+class SeedStreams:
+    """Every seed of a run, derived from ``TrainConfig.seed``.
+
+    Stream ``s`` with keys ``k...`` is ``numpy.random.SeedSequence([seed, s, *k])``
+    (:func:`labtwin.campaign.derive_seeds`, the engine's rule), so the streams
+    are independent of each other, every seed is a non-negative int below
+    2**63, and a step's seeds depend only on (seed, step): a resumed run draws
+    exactly what an uninterrupted one draws.
+
+    >>> s = SeedStreams(0)
+    >>> s.train_campaigns(1, 2) == SeedStreams(0).train_campaigns(1, 2) != s.train_campaigns(2, 2)
+    True
+    """
+
+    seed: int
+
+    def model_init(self) -> int:
+        """The tiny model's weights and its tokenizer's corpus; also seeds torch's global RNG."""
+        return self._one(Stream.MODEL_INIT)
+
+    def warm_start_replies(self) -> np.random.Generator:
+        """The warm start's scripted tool calls (random valid experiments and answers)."""
+        return np.random.default_rng(self._one(Stream.WARM_START, 1))
+
+    def warm_start_campaigns(self, step: int, n: int) -> list[int]:
+        """The ``n`` campaign seeds of warm-start step ``step`` (from 0)."""
+        return derive_seeds(self.seed, n, Stream.WARM_START, 2, step)
+
+    def train_campaigns(self, step: int, n: int) -> list[int]:
+        """The ``n`` campaign seeds (one per GRPO group) of GRPO step ``step`` (from 1)."""
+        return derive_seeds(self.seed, n, Stream.TRAIN_CAMPAIGNS, step)
+
+    def train_sampling(self, step: int) -> int:
+        """The sampling seed of GRPO step ``step`` (turn ``k`` of the rollout samples with it + k)."""
+        return self._one(Stream.TRAIN_SAMPLING, step)
+
+    def eval_campaigns(self, n: int) -> list[int]:
+        """The fixed evaluation campaigns: the same before warm start, after it and after GRPO."""
+        return derive_seeds(self.seed, n, Stream.EVAL_CAMPAIGNS)
+
+    def eval_sampling(self) -> int:
+        """The sampling seed of every evaluation (so evaluations differ only by the weights)."""
+        return self._one(Stream.EVAL_SAMPLING)
+
+    def engine(self) -> int:
+        """The generation engine's own RNG (vLLM); every request carries its own seed too."""
+        return self._one(Stream.ENGINE)
+
+    def _one(self, *keys: int) -> int:
+        return derive_seeds(self.seed, 1, *keys)[0]
 
 
 @dataclass
@@ -122,23 +130,25 @@ class TrainResult:
 
 
 def make_policy(cfg: TrainConfig) -> HFPolicy:
-    if cfg.model == "tiny":
-        # a tokenizer that knows the lab's words keeps prompts short
-        task = labtwin.load_task(cfg.task, budget=cfg.budget)
-        env = ChatLabEnv(task)
-        rng = np.random.default_rng(cfg.seed)
-        texts = [env.system_prompt(), json.dumps(env.tools)]
-        texts += [random_reply(task, rng, submit=False) for _ in range(64)]
-        tokenizer = build_tiny_tokenizer(cfg.vocab_size, extra_texts=texts)
-        model = build_tiny_model(
-            tokenizer,
-            seed=cfg.seed,
-            hidden_size=cfg.hidden_size,
-            intermediate_size=2 * cfg.hidden_size,
-            num_hidden_layers=cfg.layers,
-        )
-        return HFPolicy(model, tokenizer)
-    return HFPolicy.from_pretrained(cfg.model, dtype=torch.float32)
+    """The policy to train: the tiny model (built from ``cfg``), or a local Hugging Face model."""
+    if cfg.model != "tiny":
+        return HFPolicy.from_pretrained(cfg.model, dtype=torch.float32)
+    seed = SeedStreams(cfg.seed).model_init()
+    # a tokenizer that knows the lab's words keeps prompts short
+    task = labtwin.load_task(cfg.task, budget=cfg.budget)
+    env = ChatLabEnv(task)
+    rng = np.random.default_rng(seed)
+    texts = [env.system_prompt(), json.dumps(env.tools)]
+    texts += [random_reply(task, rng, submit=False) for _ in range(64)]
+    tokenizer = build_tiny_tokenizer(cfg.vocab_size, extra_texts=texts)
+    model = build_tiny_model(
+        tokenizer,
+        seed=seed,
+        hidden_size=cfg.hidden_size,
+        intermediate_size=2 * cfg.hidden_size,
+        num_hidden_layers=cfg.layers,
+    )
+    return HFPolicy(model, tokenizer)
 
 
 def random_reply(task: labtwin.Task, rng: np.random.Generator, submit: bool) -> str:
@@ -149,13 +159,19 @@ def random_reply(task: labtwin.Task, rng: np.random.Generator, submit: bool) -> 
             low, high = field_bounds(f) or (0.0, 1.0)  # unbounded fields: a unit range
             answer[name] = _round(rng.uniform(low, high))
         return format_tool_call(SUBMIT, answer)
-    vector = rng.uniform(-1.0, 1.0, task.numeric_view.space.shape)
-    experiment = task.numeric_view.to_experiment(vector).model_dump()
-    return format_tool_call(PROPOSE, {k: _round(v) for k, v in experiment.items()})
+    experiment = task.random_experiment(rng).model_dump(mode="json")
+    return format_tool_call(PROPOSE, _round(experiment))
 
 
 def _round(value: Any) -> Any:
-    return float(f"{value:.3g}") if isinstance(value, float) else value
+    """Floats to 3 significant digits, inside lists and nested objects too."""
+    if isinstance(value, float):
+        return float(f"{value:.3g}")
+    if isinstance(value, dict):
+        return {k: _round(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_round(v) for v in value]
+    return value
 
 
 def padded(rows: list[list[float]], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -163,7 +179,7 @@ def padded(rows: list[list[float]], dtype: torch.dtype, device: torch.device) ->
     return torch.tensor([r + [0] * (width - len(r)) for r in rows], dtype=dtype, device=device)
 
 
-# ---- evaluation and warm start -----------------------------------------------------
+# ---- generation engine, evaluation and warm start --------------------------------------
 
 
 def make_grammar(policy: HFPolicy, task: labtwin.Task, cfg: TrainConfig) -> Any:
@@ -182,7 +198,7 @@ def make_grammar(policy: HFPolicy, task: labtwin.Task, cfg: TrainConfig) -> Any:
 
 
 def make_generator(
-    policy: HFPolicy, task: labtwin.Task, cfg: TrainConfig, run_dir: Path
+    policy: HFPolicy, task: labtwin.Task, cfg: TrainConfig, run_dir: Path, streams: SeedStreams
 ) -> tuple[Any, dict[str, Any]]:
     """The engine that samples rollouts, and the keyword arguments of its ``generate``.
 
@@ -197,7 +213,7 @@ def make_generator(
     path = run_dir / "generator_init"
     policy.model.save_pretrained(path)
     policy.tokenizer.save_pretrained(path)
-    generator = VLLMPolicy(str(path), seed=cfg.seed)
+    generator = VLLMPolicy(str(path), seed=streams.engine())
     return generator, (
         {"json_schema": tool_call_schema(lab_tools(task))} if cfg.constrained else {}
     )
@@ -210,19 +226,22 @@ def sync_generator(generator: Any, policy: HFPolicy) -> None:
 
 
 def evaluate(
-    generator: Any, task: labtwin.Task, cfg: TrainConfig, seed: int, gen_kwargs: dict[str, Any]
+    generator: Any,
+    task: labtwin.Task,
+    cfg: TrainConfig,
+    streams: SeedStreams,
+    gen_kwargs: dict[str, Any],
 ) -> dict[str, float]:
-    """Mean campaign reward and share of valid calls on the fixed evaluation seeds."""
-    seeds = [10_000_000 + i for i in range(cfg.eval_campaigns)]
+    """Mean campaign reward and share of valid calls on the fixed evaluation campaigns."""
     episodes, _ = run_episodes(
         generator,
         task,
-        seeds,
+        streams.eval_campaigns(cfg.eval_campaigns),
         1,
         cfg.invalid_penalty,
         cfg.max_new_tokens,
         cfg.temperature,
-        seed=seed,
+        seed=streams.eval_sampling(),
         generate_kwargs=gen_kwargs,
     )
     return summarise(episodes)
@@ -238,9 +257,15 @@ def summarise(episodes: list[Episode]) -> dict[str, float]:
     }
 
 
-def warm_start(policy: HFPolicy, task: labtwin.Task, cfg: TrainConfig, progress: Progress) -> None:
+def warm_start(
+    policy: HFPolicy,
+    task: labtwin.Task,
+    cfg: TrainConfig,
+    streams: SeedStreams,
+    progress: Progress,
+) -> None:
     """Supervised steps on scripted campaigns of random valid tool calls."""
-    rng = np.random.default_rng(cfg.seed + 1)
+    rng = streams.warm_start_replies()
     optimizer = torch.optim.AdamW(policy.model.parameters(), lr=cfg.warmstart_learning_rate)
     job = progress.add_task("warm start", total=cfg.warmstart_steps)
 
@@ -252,7 +277,7 @@ def warm_start(policy: HFPolicy, task: labtwin.Task, cfg: TrainConfig, progress:
 
     policy.model.train()
     for step in range(cfg.warmstart_steps):
-        seeds = [20_000_000 + step * cfg.warmstart_batch + j for j in range(cfg.warmstart_batch)]
+        seeds = streams.warm_start_campaigns(step, cfg.warmstart_batch)
         episodes, _ = run_episodes(policy, task, seeds, 1, replies=script)
         out = policy.logprobs(
             [e.prompt_ids for e in episodes], [e.completion_ids for e in episodes]
@@ -279,7 +304,12 @@ def grpo_update(
     advantages: torch.Tensor,
     cfg: TrainConfig,
 ) -> dict[str, float]:
-    """Accumulate the GRPO loss over micro-batches and take one optimizer step."""
+    """Accumulate the GRPO loss over micro-batches and take one optimizer step.
+
+    ``reference`` is the frozen model of the KL term (None: no KL); it is
+    scored by ``policy.logprobs(..., model=reference)``, with the policy's
+    tokenizer and padding.
+    """
     device = policy.device
     masks = [padded([e.completion_mask], torch.float32, device) for e in episodes]
     longest = max(len(e.completion_ids) for e in episodes)
@@ -296,7 +326,8 @@ def grpo_update(
         ref = None
         if reference is not None:
             with torch.no_grad():
-                ref = _reference_logprobs(policy, reference, prompts, completions, cfg.temperature)
+                ref = policy.logprobs(prompts, completions, cfg.temperature, model=reference)
+            ref = ref.logprobs
         loss, metrics = grpo_loss(
             out.logprobs,
             old,
@@ -326,25 +357,62 @@ def grpo_update(
     return out_metrics
 
 
-def _reference_logprobs(policy, reference, prompts, completions, temperature) -> torch.Tensor:
-    model = policy.model
-    policy.model = reference
-    try:
-        return policy.logprobs(prompts, completions, temperature).logprobs
-    finally:
-        policy.model = model
+# ---- run directory, reference model and checkpoints ----------------------------------------
 
 
-# ---- checkpoints -----------------------------------------------------------------------
+def resolve_run(cfg: TrainConfig) -> tuple[Path, Path | None]:
+    """The run directory and the checkpoint to resume from (None: a new run).
+
+    Raises FileNotFoundError when ``resume`` finds no checkpoint, and
+    FileExistsError when a new run would write into an existing one.
+    """
+    run_dir = (
+        Path(cfg.out)
+        if cfg.out
+        else Path("runs") / f"train-{short_id(cfg.task)}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
+    if cfg.resume:
+        checkpoint = latest_checkpoint(run_dir)
+        if checkpoint is None:
+            raise FileNotFoundError(f"nothing to resume: {run_dir} has no checkpoint")
+        return run_dir, checkpoint
+    if (run_dir / "config.json").exists():
+        raise FileExistsError(
+            f"{run_dir} already holds a run: resume it (resume=True) or choose another out"
+        )
+    return run_dir, None
 
 
-def save_checkpoint(run_dir: Path, policy: HFPolicy, optimizer, step: int, extra: dict) -> Path:
+def save_reference(run_dir: Path, policy: HFPolicy) -> torch.nn.Module:
+    """Freeze the starting policy as the KL reference, and save it so that a resume finds it."""
+    policy.model.save_pretrained(run_dir / "reference")
+    return copy.deepcopy(policy.model).eval().requires_grad_(False)
+
+
+def load_reference(run_dir: Path, policy: HFPolicy) -> torch.nn.Module:
+    """The reference a run saved; a run started without KL uses the policy it resumes from."""
+    path = run_dir / "reference"
+    if not path.exists():
+        return copy.deepcopy(policy.model).eval().requires_grad_(False)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, local_files_only=True)
+    return model.to(policy.device).eval().requires_grad_(False)
+
+
+def save_checkpoint(
+    run_dir: Path, policy: HFPolicy, optimizer: torch.optim.Optimizer, step: int, extra: dict
+) -> Path:
+    """Model, tokenizer and ``trainer.pt`` (tensors and plain types only: loads with
+    ``weights_only=True``)."""
     path = run_dir / "checkpoints" / f"step_{step:06d}"
     policy.model.save_pretrained(path)
     policy.tokenizer.save_pretrained(path)
     torch.save({"optimizer": optimizer.state_dict(), "step": step, **extra}, path / "trainer.pt")
     (run_dir / "checkpoints" / "latest").write_text(path.name)
     return path
+
+
+def load_trainer_state(checkpoint: Path) -> dict[str, Any]:
+    return torch.load(checkpoint / "trainer.pt", weights_only=True)
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
@@ -356,18 +424,13 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 
 
 def train(cfg: TrainConfig) -> TrainResult:
-    torch.manual_seed(cfg.seed)
-    np.random.seed(cfg.seed)
+    """Evaluate, warm-start, train with GRPO, evaluate again; everything goes to the run dir."""
+    cfg.validate()
+    streams = SeedStreams(cfg.seed)
+    torch.manual_seed(streams.model_init())
     torch.set_num_threads(cfg.threads)
     task = labtwin.load_task(cfg.task, budget=cfg.budget)
-    run_dir = (
-        Path(cfg.out)
-        if cfg.out
-        else Path("runs") / f"train-{task.id}-{time.strftime('%Y%m%d-%H%M%S')}"
-    )
-    checkpoint = latest_checkpoint(run_dir) if cfg.resume else None
-    if cfg.resume and checkpoint is None:
-        raise FileNotFoundError(f"nothing to resume: {run_dir} has no checkpoint")
+    run_dir, checkpoint = resolve_run(cfg)
 
     policy = (
         make_policy(cfg)
@@ -375,7 +438,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         else HFPolicy.from_pretrained(checkpoint, dtype=torch.float32)
     )
     optimizer = torch.optim.AdamW(policy.model.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
-    generator, gen_kwargs = make_generator(policy, task, cfg, run_dir)
+    generator, gen_kwargs = make_generator(policy, task, cfg, run_dir, streams)
     store = RunStore(
         run_dir,
         {"kind": "train", **asdict(cfg), "task": f"labtwin/{task.id}"},
@@ -393,41 +456,41 @@ def train(cfg: TrainConfig) -> TrainResult:
     with Progress(*columns, disable=not cfg.progress) as progress:
         if checkpoint is None:
             start_step = 0
-            eval_before = evaluate(generator, task, cfg, cfg.seed, gen_kwargs)
+            eval_before = evaluate(generator, task, cfg, streams, gen_kwargs)
             store.log_metrics(0, phase="eval_untrained", **_prefixed(eval_before, "eval_"))
             eval_warm = None
             if cfg.warmstart_steps:
-                warm_start(policy, task, cfg, progress)
+                warm_start(policy, task, cfg, streams, progress)
                 sync_generator(generator, policy)
-                eval_warm = evaluate(generator, task, cfg, cfg.seed, gen_kwargs)
+                eval_warm = evaluate(generator, task, cfg, streams, gen_kwargs)
                 store.log_metrics(0, phase="eval_warm_start", **_prefixed(eval_warm, "eval_"))
+            reference = save_reference(run_dir, policy) if cfg.kl_coef > 0 else None
         else:
-            state = torch.load(checkpoint / "trainer.pt", weights_only=False)
+            state = load_trainer_state(checkpoint)
             optimizer.load_state_dict(state["optimizer"])
             start_step, eval_before, eval_warm = (
                 state["step"],
                 state["eval_before"],
                 state["eval_warm"],
             )
-        reference = copy.deepcopy(policy.model).eval() if cfg.kl_coef > 0 else None
+            reference = load_reference(run_dir, policy) if cfg.kl_coef > 0 else None
 
         job = progress.add_task("GRPO", total=cfg.steps, completed=start_step)
         for step in range(start_step + 1, cfg.steps + 1):
             t0 = time.perf_counter()
-            seeds = [
-                cfg.seed * 1_000_003 + step * cfg.campaigns_per_step + j
-                for j in range(cfg.campaigns_per_step)
-            ]
+            store.context = {"train_step": step}
             episodes, timing = run_episodes(
                 generator,
                 task,
-                seeds,
+                streams.train_campaigns(step, cfg.campaigns_per_step),
                 cfg.group_size,
                 cfg.invalid_penalty,
                 cfg.max_new_tokens,
                 cfg.temperature,
-                seed=cfg.seed * 7919 + step,
+                seed=streams.train_sampling(step),
                 generate_kwargs=gen_kwargs,
+                recorder=store,  # every campaign's seed and conditions, every record
+                first_campaign_id=(step - 1) * cfg.campaigns_per_step * cfg.group_size,
             )
             rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float32)
             advantages = group_advantages(rewards, cfg.group_size, cfg.scale_std)
@@ -456,17 +519,6 @@ def train(cfg: TrainConfig) -> TrainResult:
                 "simulation_share": timing.simulation_s / (t2 - t0),
             }
             store.log_metrics(step, phase="train", **metrics)
-            for k, episode in enumerate(episodes):
-                for turn, m in enumerate(episode.measurements):
-                    store.log_experiment(
-                        (step - 1) * len(episodes) + k,
-                        turn,
-                        m,
-                        task.score(m, {}),
-                        episode.reward,
-                        train_step=step,
-                        group=episode.group,
-                    )
             if writer:
                 for k, v in metrics.items():
                     writer.add_scalar(f"train/{k}", v, step)
@@ -486,8 +538,9 @@ def train(cfg: TrainConfig) -> TrainResult:
                     step,
                     {"eval_before": eval_before, "eval_warm": eval_warm},
                 )
+        store.context = {}
 
-        eval_after = evaluate(generator, task, cfg, cfg.seed, gen_kwargs)
+        eval_after = evaluate(generator, task, cfg, streams, gen_kwargs)
         store.log_metrics(cfg.steps, phase="eval_trained", **_prefixed(eval_after, "eval_"))
     store.close()
     if writer:

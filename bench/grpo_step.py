@@ -10,15 +10,16 @@ Part 1, phases: ``--steps`` GRPO steps built from labtwin's trainer
 - other rollout work: tokenising the tool results with the chat template,
 - optimisation: the GRPO forward/backward passes and the optimizer step.
 
-Part 2, overlap: the rollout of the same campaigns (same seeds) three ways:
+Part 2, overlap: the rollout of the same campaigns (same seeds) three ways,
+each with the real rollout engine (``run_episodes``):
 
-- ``1 batch``: generate for every live conversation, then step
-  them all with one simulator call (what ``run_episodes`` does);
-- ``2 halves``: the conversations split in two halves, each
-  generated and stepped in turn (no overlap: isolates the cost of halving
-  the generation batch);
-- ``2 halves, overlapped``: while a background thread runs the simulator step
-  of one half, the policy generates for the other half.
+- ``1 batch``: one ``run_episodes`` over every campaign: generate for every
+  live conversation, then step them all with one simulator call;
+- ``2 halves``: the campaigns split in two halves, one ``run_episodes`` after
+  the other (no overlap: isolates the cost of halving the generation batch);
+- ``2 halves, overlapped``: the two halves' ``run_episodes`` in two threads
+  that take turns at the model (one ``generate`` at a time), so that while one
+  half's simulator step runs, the other half generates.
 
 Each is timed with the reactor as it is (torch RK4 kinetics on the CPU) and
 with ``--sim-delay`` seconds added to every simulator call by ``time.sleep``.
@@ -38,8 +39,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -52,11 +54,11 @@ from rich.table import Table
 
 import labtwin
 from labtwin.agents.grpo import group_advantages, zero_variance_mask
-from labtwin.agents.rollout import environment_tokens, run_episodes
-from labtwin.agents.train import TrainConfig, grpo_update, make_grammar, make_policy
-from labtwin.tools import ChatLabEnv
+from labtwin.agents.rollout import run_episodes
+from labtwin.agents.train import SeedStreams, TrainConfig, grpo_update, make_grammar, make_policy
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
+LAYOUTS = ("1 batch", "2 halves", "2 halves, overlapped")
 
 
 @dataclass
@@ -87,20 +89,20 @@ def time_phases(cfg: Config) -> dict[str, float]:
     policy = make_policy(train_cfg)
     grammar = make_grammar(policy, task, train_cfg)
     optimizer = torch.optim.AdamW(policy.model.parameters(), lr=train_cfg.learning_rate)
+    streams = SeedStreams(train_cfg.seed)
     totals: dict[str, list[float]] = {}
-    for step in range(cfg.steps + 1):  # step 0 warms up (allocations, grammar caches)
-        seeds = [step * cfg.campaigns + j for j in range(cfg.campaigns)]
+    for step in range(1, cfg.steps + 2):  # step 1 warms up (allocations, grammar caches)
         start = time.perf_counter()
         episodes, timing = run_episodes(
             policy,
             task,
-            seeds,
+            streams.train_campaigns(step, cfg.campaigns),
             cfg.group_size,
             train_cfg.invalid_penalty,
             cfg.max_new_tokens,
             train_cfg.temperature,
             grammar,
-            seed=step,
+            seed=streams.train_sampling(step),
         )
         rollout_s = time.perf_counter() - start
         rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float32)
@@ -111,7 +113,7 @@ def time_phases(cfg: Config) -> dict[str, float]:
         if kept:
             grpo_update(policy, None, optimizer, kept, advantages[keep], train_cfg)
         optimisation_s = time.perf_counter() - start
-        if step == 0:
+        if step == 1:
             continue
         phases = {
             "generation": timing.generation_s,
@@ -141,14 +143,27 @@ def with_delay(task: labtwin.Task, delay: float) -> labtwin.Task:
     return task
 
 
-@dataclass
-class Shard:
-    """Some of the conversations: their env and token sequences (as ``run_episodes`` keeps them)."""
+class SerialGeneration:
+    """The policy with one ``generate`` at a time, for rollouts that run in threads.
 
-    env: ChatLabEnv
-    ids: list[list[int]]
-    stepping: Future | None = None
-    stepped: list[int] | None = None
+    Two ``run_episodes`` in two threads, each on half the campaigns, then take
+    turns at the model: while one half's simulator step runs, the other half
+    generates. Generation itself never overlaps generation, as in one process
+    with one model.
+    """
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+        self.tokenizer = policy.tokenizer
+        self.stop_token_ids = policy.stop_token_ids
+        self._lock = threading.Lock()
+
+    def encode_chats(self, *args: Any, **kwargs: Any) -> list[list[int]]:
+        return self.policy.encode_chats(*args, **kwargs)
+
+    def generate(self, *args: Any, **kwargs: Any) -> list[Any]:
+        with self._lock:
+            return self.policy.generate(*args, **kwargs)
 
 
 def rollout(
@@ -157,61 +172,39 @@ def rollout(
     grammar: Any,
     seeds: list[int],
     cfg: Config,
-    shards: int,
-    overlap: bool,
+    layout: str,
     pool: ThreadPoolExecutor,
     sample_seed: int,
 ) -> tuple[float, int]:
-    """Run the campaigns of ``seeds`` to their end; returns (seconds, tokens generated)."""
-    stop = policy.stop_token_ids[0]
+    """Run the campaigns of ``seeds`` to their end with ``run_episodes``; (seconds, tokens).
+
+    Every layout runs the same campaigns (each seed ``group_size`` times);
+    ``layout`` is one of :data:`LAYOUTS`.
+    """
     campaign_seeds = [s for s in seeds for _ in range(cfg.group_size)]
-    parts = np.array_split(np.array(campaign_seeds), shards)
+    halves = [[int(s) for s in half] for half in np.array_split(campaign_seeds, 2)]
+
+    def run(engine: Any, part: list[int], k: int) -> int:
+        _, timing = run_episodes(
+            engine,
+            task,
+            part,
+            1,  # the seeds are already repeated per group
+            max_new_tokens=cfg.max_new_tokens,
+            logits_processor=grammar,
+            seed=sample_seed + 1000 * k,
+        )
+        return timing.tokens_generated
+
     start = time.perf_counter()
-    state = []
-    for part in parts:
-        env = ChatLabEnv(task)
-        chats = env.reset([int(s) for s in part])
-        state.append(Shard(env, [list(p) for p in policy.encode_chats(chats, env.tools)]))
-
-    def finish(shard: Shard) -> None:
-        """Wait for a shard's simulator step and append the tool results' tokens."""
-        if shard.stepping is not None:
-            shard.stepping.result()
-        for i in shard.stepped or []:
-            conversation = shard.env.conversations[i]
-            if not conversation.done:
-                shard.ids[i] += environment_tokens(
-                    policy.tokenizer, conversation.messages, 1, shard.env.tools
-                )
-        shard.stepping, shard.stepped = None, None
-
-    tokens, turn = 0, 0
-    while any(s.stepped is not None or s.env.live for s in state):
-        turn += 1
-        for k, shard in enumerate(state):
-            finish(shard)
-            live = shard.env.live
-            if not live:
-                continue
-            outs = policy.generate(
-                [shard.ids[i] for i in live],
-                max_new_tokens=cfg.max_new_tokens,
-                logits_processor=grammar,
-                seed=sample_seed + 1000 * turn + k,
-            )
-            for i, out in zip(live, outs):
-                shard.ids[i] += out.completion_ids + (
-                    [stop] if out.finish_reason == "length" else []
-                )
-                tokens += len(out.completion_ids)
-            texts = [o.text for o in outs]
-            shard.stepped = live
-            if overlap:
-                shard.stepping = pool.submit(shard.env.step, texts)
-            else:
-                shard.env.step(texts)
-    for shard in state:
-        finish(shard)
+    if layout == "1 batch":
+        tokens = run(policy, campaign_seeds, 0)
+    elif layout == "2 halves":
+        tokens = sum(run(policy, half, k) for k, half in enumerate(halves))
+    else:  # "2 halves, overlapped"
+        engine = SerialGeneration(policy)
+        futures = [pool.submit(run, engine, half, k) for k, half in enumerate(halves)]
+        tokens = sum(f.result() for f in futures)
     return time.perf_counter() - start, tokens
 
 
@@ -221,24 +214,17 @@ def time_overlap(cfg: Config, delay: float) -> dict[str, tuple[float, int]]:
     task = with_delay(labtwin.load_task(train_cfg.task, budget=cfg.budget), delay)
     policy = make_policy(train_cfg)
     grammar = make_grammar(policy, task, train_cfg)
-    layouts = {
-        "1 batch": (1, False),
-        "2 halves": (2, False),
-        "2 halves, overlapped": (2, True),
-    }
-    seeds = list(range(100, 100 + cfg.campaigns))
-    times: dict[str, list[float]] = {name: [] for name in layouts}
-    tokens: dict[str, list[int]] = {name: [] for name in layouts}
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        rollout(policy, task, grammar, seeds, cfg, 2, True, pool, 0)  # warm-up
+    seeds = SeedStreams(train_cfg.seed).eval_campaigns(cfg.campaigns)
+    times: dict[str, list[float]] = {name: [] for name in LAYOUTS}
+    tokens: dict[str, list[int]] = {name: [] for name in LAYOUTS}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        rollout(policy, task, grammar, seeds, cfg, LAYOUTS[-1], pool, 0)  # warm-up
         for repeat in range(cfg.repeats):
-            for name, (shards, overlap) in layouts.items():
-                seconds, n = rollout(
-                    policy, task, grammar, seeds, cfg, shards, overlap, pool, repeat
-                )
+            for name in LAYOUTS:
+                seconds, n = rollout(policy, task, grammar, seeds, cfg, name, pool, repeat)
                 times[name].append(seconds)
                 tokens[name].append(n)
-    return {name: (statistics.median(times[name]), int(np.mean(tokens[name]))) for name in layouts}
+    return {name: (statistics.median(times[name]), int(np.mean(tokens[name]))) for name in LAYOUTS}
 
 
 # ---- report ----------------------------------------------------------------------------------

@@ -140,6 +140,8 @@ class Campaign:
     rng: np.random.Generator
     conditions: dict[str, Any]
     max_turns: int
+    reward_mode: RewardMode = "improvement"
+    invalid_penalty: float = 0.0
     history: list[Record] = field(default_factory=list)
     best_score: float = 0.0
     done: bool = False
@@ -298,6 +300,8 @@ class CampaignBatch:
                 rng,
                 dict(conditions[k]) if conditions is not None else sampled,
                 self.max_turns,
+                self.reward_mode,
+                self.invalid_penalty,
                 best_score=float(self.task.baseline_score),
             )
             self.next_campaign_id += 1
@@ -432,16 +436,26 @@ class CampaignBatch:
         return campaign_frame(title or self.task.id, points, self.task.budget)
 
 
-def replay(task: Task, seed: int, records: Sequence[Record], **batch_kwargs: Any) -> list[Record]:
+def replay(
+    task: Task,
+    seed: int,
+    records: Sequence[Record],
+    conditions: dict[str, Any] | None = None,
+    **batch_kwargs: Any,
+) -> list[Record]:
     """Run a campaign again from its seed and recorded proposals; returns the new records.
 
-    The replayed campaign keeps the recorded campaign's id, so its records
-    compare equal to the recorded ones (``Record.to_dict(artifacts=False)``).
+    ``conditions`` replace the sampled ones (for a campaign that was started
+    with given conditions); ``batch_kwargs`` are the campaign's settings
+    (``reward_mode``, ``invalid_penalty``, ``max_turns``), which
+    :meth:`labtwin.runs.Run.replay` reads from the run. The replayed campaign
+    keeps the recorded campaign's id, so its records compare equal to the
+    recorded ones (``Record.to_dict(artifacts=False)``).
     """
     if records:
         batch_kwargs.setdefault("first_campaign_id", records[0].campaign)
     batch = CampaignBatch(task, 1, **batch_kwargs)
-    batch.reset([0], [seed])
+    batch.reset([0], [seed], None if conditions is None else [conditions])
     out = []
     for record in records:
         out += batch.step([0], [record.replay_proposal()])
@@ -480,7 +494,7 @@ def observation(task: Task, campaign: Campaign | None) -> np.ndarray:
     Row 0 is the header: ``[remaining budget / budget, public condition / scale...]``,
     the same facts an LLM is told as text. Row ``k + 1`` describes budgeted
     step ``k``: ``[filled, ok, action..., observable / scale..., score]``
-    (the action is zero for text labs and for invalid proposals).
+    (text labs have no action columns; the action is zero for invalid proposals).
     """
     n_act = _n_actions(task)
     obs = np.zeros((task.budget + 1, observation_width(task)), dtype=np.float32)

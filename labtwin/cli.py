@@ -1,14 +1,18 @@
 """The ``labtwin`` command: list labs, describe one, run campaigns, train an LLM with GRPO.
 
 The CLI is the application layer: unlike the rest of the core it may import
-``labtwin.rendering`` and ``labtwin.agents`` (lazily, inside commands).
+``labtwin.rendering`` and ``labtwin.agents`` (lazily, inside commands; the
+``train`` command's options are built from ``labtwin.agents.train_config``,
+which imports neither torch nor transformers).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
+from dataclasses import fields
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -140,61 +144,64 @@ def run_command(
     console.print(f"plot written to [bold]{save_campaign_plot(runs.load(path))}[/]")
 
 
-@app.command("train")
-def train_command(
-    task: Annotated[str, typer.Option(help="lab id")] = "BatchReactor-v0",
-    model: Annotated[
-        str, typer.Option(help="'tiny' or a local Hugging Face model folder")
-    ] = "tiny",
-    steps: Annotated[int, typer.Option(min=0, help="GRPO steps")] = 20,
-    budget: Annotated[int, typer.Option(min=1, help="experiments per campaign")] = 2,
-    group_size: Annotated[int, typer.Option(min=2, help="campaigns per seed (GRPO group)")] = 8,
-    campaigns_per_step: Annotated[int, typer.Option(min=1, help="groups per step")] = 4,
-    learning_rate: Annotated[float | None, typer.Option(help="AdamW learning rate")] = None,
-    warmstart_steps: Annotated[int | None, typer.Option(help="supervised warm-start steps")] = None,
-    seed: Annotated[int, typer.Option(help="seed of everything")] = 0,
-    out: Annotated[Path | None, typer.Option(help="run directory")] = None,
-    resume: Annotated[bool, typer.Option(help="continue the run in --out")] = False,
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="any TrainConfig field: key=value")
-    ] = None,
-    progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
-) -> None:
-    """Train an LLM with GRPO to run campaigns of a lab through tool calls."""
-    from dataclasses import fields
+# ---- train: every option generated from TrainConfig (the one source of its defaults) ----
+
+# shown first in --help; every other field is under "All settings"
+_COMMON_TRAIN_OPTIONS = (
+    "task",
+    "model",
+    "steps",
+    "budget",
+    "group_size",
+    "campaigns_per_step",
+    "learning_rate",
+    "warmstart_steps",
+    "seed",
+    "out",
+    "resume",
+    "progress",
+)
+
+
+def train_command(set_: list[str] | None = None, **options: Any) -> None:
+    """Train an LLM with GRPO to run campaigns of a lab through tool calls.
+
+    Every option is a field of labtwin.agents.train.TrainConfig; --set key=value
+    reaches the same fields (and overrides the options).
+    """
+    from labtwin.agents.train_config import TrainConfig, field_types
+
+    values = dict(options)
+    types = field_types()
+    for item in set_ or []:
+        key, sep, text = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep:
+            _fail(f"--set {item!r}: expected key=value")
+        if key not in types:
+            _fail(f"--set {item!r}: unknown setting {key!r}; settings: {', '.join(types)}")
+        try:
+            values[key] = _coerce(text.strip(), types[key])
+        except ValueError as err:
+            _fail(f"--set {key}={text}: {err}")
+    try:
+        cfg = TrainConfig(**values)
+    except ValueError as err:
+        _fail(str(err))
 
     from labtwin import runs
-    from labtwin.agents.train import TrainConfig, train
+    from labtwin.agents.train import resolve_run, train
     from labtwin.rendering.plots import plot_training
 
-    _load(task)
-    cfg = TrainConfig(
-        task=task,
-        model=model,
-        steps=steps,
-        budget=budget,
-        group_size=group_size,
-        campaigns_per_step=campaigns_per_step,
-        seed=seed,
-        out=str(out) if out else None,
-        resume=resume,
-        progress=progress,
-    )
-    if learning_rate is not None:
-        cfg.learning_rate = learning_rate
-    if warmstart_steps is not None:
-        cfg.warmstart_steps = warmstart_steps
-    types = {f.name: f.type for f in fields(TrainConfig)}
-    for item in set_ or []:
-        key, _, value = item.partition("=")
-        if key not in types:
-            console.print(f"[red]unknown setting {key!r}; settings: {', '.join(types)}[/]")
-            raise typer.Exit(2)
-        setattr(cfg, key, _coerce(value, getattr(cfg, key)))
+    try:
+        run_dir, _ = resolve_run(cfg)
+    except (FileNotFoundError, FileExistsError) as err:
+        _fail(str(err))
+    cfg.out = str(run_dir)
     result = train(cfg)
 
     table = Table(
-        title=f"GRPO on labtwin/{short_id(task)} · {cfg.eval_campaigns} evaluation campaigns"
+        title=f"GRPO on labtwin/{short_id(cfg.task)} · {cfg.eval_campaigns} evaluation campaigns"
     )
     for col in ("policy", "mean campaign reward", "valid tool calls"):
         table.add_column(col)
@@ -216,16 +223,82 @@ def train_command(
     console.print(f"run written to [bold]{result.run_dir}[/] (plot: {plot})")
 
 
-def _coerce(text: str, current: object) -> object:
-    if isinstance(current, bool):
-        return text.lower() in ("1", "true", "yes", "on")
-    if isinstance(current, int):
-        return int(text)
-    if isinstance(current, float):
-        return float(text)
-    if current is None and text.lower() == "none":
-        return None
+def _train_signature() -> inspect.Signature:
+    """``--<field>`` for every TrainConfig field (its type, default and help line), and --set."""
+    from labtwin.agents.train_config import TrainConfig, field_help, field_types
+
+    types, helps = field_types(), field_help()
+    params = []
+    for f in fields(TrainConfig):
+        option = typer.Option(
+            help=escape(helps[f.name]),
+            rich_help_panel=None if f.name in _COMMON_TRAIN_OPTIONS else "All settings",
+        )
+        params.append(
+            inspect.Parameter(
+                f.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=f.default,
+                annotation=Annotated[types[f.name], option],
+            )
+        )
+    set_option = typer.Option(
+        "--set",
+        metavar="KEY=VALUE",
+        help="any TrainConfig field as key=value (repeatable); overrides the options",
+    )
+    params.append(
+        inspect.Parameter(
+            "set_",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[list[str] | None, set_option],
+        )
+    )
+    return inspect.Signature(params)
+
+
+train_command.__signature__ = _train_signature()  # type: ignore[attr-defined]
+app.command("train")(train_command)
+
+
+def _coerce(text: str, hint: Any) -> Any:
+    """A ``--set`` value as its field's type; ValueError (one line) if it is not one.
+
+    Range and choice checks are :meth:`TrainConfig.validate`'s.
+    """
+    from labtwin.agents.train_config import literal_values, optional_inner
+
+    if literal_values(hint) is not None:
+        return text
+    inner = optional_inner(hint)
+    if inner is not None:
+        if text.lower() in ("none", "null", ""):
+            return None
+        hint = inner
+    if hint is bool:
+        words = {"true": True, "1": True, "yes": True, "on": True}
+        words.update({"false": False, "0": False, "no": False, "off": False})
+        if text.lower() not in words:
+            raise ValueError(f"{text!r} is not a boolean (true or false)")
+        return words[text.lower()]
+    if hint is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not an integer") from None
+    if hint is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not a number") from None
     return text
+
+
+def _fail(message: str) -> NoReturn:
+    """One line in red, exit code 2 (a usage error, as click's own)."""
+    console.print(f"[red]error: {escape(message)}[/]", soft_wrap=True)
+    raise typer.Exit(2)
 
 
 @app.command("plot")

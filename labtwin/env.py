@@ -60,11 +60,12 @@ class LabEnv(gym.Env):
         invalid_penalty: float = 0.0,
         max_turns: int | None = None,
         action_view: ActionView = "auto",
+        recorder: Any = None,
     ) -> None:
         check_render_mode(render_mode)
         self.task = task
         self.render_mode = render_mode
-        self.batch = CampaignBatch(task, 1, reward_mode, invalid_penalty, max_turns)
+        self.batch = CampaignBatch(task, 1, reward_mode, invalid_penalty, max_turns, recorder)
         self.action_space = action_space(task, action_view)
         self.observation_space = observation_space(task)
 

@@ -21,8 +21,15 @@ from labtwin.task import Task
 from labtwin.vector import VectorLabEnv
 
 NAMESPACE = "labtwin"
-_ENV_KWARGS = ("render_mode", "reward_mode", "invalid_penalty", "max_turns", "action_view")
-_VEC_KWARGS = (*_ENV_KWARGS, "autoreset_mode", "recorder")
+_ENV_KWARGS = (
+    "render_mode",
+    "reward_mode",
+    "invalid_penalty",
+    "max_turns",
+    "action_view",
+    "recorder",
+)
+_VEC_KWARGS = (*_ENV_KWARGS, "autoreset_mode")
 _TASKS: dict[str, type[Task] | str] = {}
 
 

@@ -19,7 +19,10 @@ and any campaign replayed from its seed and proposals.
 Every line is flushed (and, unless ``durable=False``, fsynced) as it is
 written, so a crash loses at most the line being written. :func:`load` skips a
 torn or undecodable last line; opening a run with ``resume=True`` cuts such a
-torn tail off before appending, so the run stays readable.
+torn tail off before appending (a complete last line only gets its newline),
+so the run stays readable. A resumed run that runs a campaign id again (a
+trainer repeating the steps after its last checkpoint) supersedes the earlier
+attempt: :func:`load` keeps the records of each id's latest start.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import json
 import os
 import re
 import time
+import uuid
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,22 +39,28 @@ from typing import Any
 
 import numpy as np
 
-from labtwin.campaign import Campaign, Record, score_of
+from labtwin.campaign import Campaign, Record, replay, score_of
 from labtwin.measurement import Measurement, to_jsonable
 from labtwin.task import Task
 
 _STREAMS = ("campaigns", "records", "metrics")
 
 
-def _cut_torn_tail(path: Path) -> None:
-    """Drop a last line that a crash left without its newline."""
+def _mend_tail(path: Path) -> None:
+    """Before appending: end a complete last line with its newline, or cut a torn one."""
     if not path.exists() or path.stat().st_size == 0:
         return
     with open(path, "rb+") as f:
         data = f.read()
         if data.endswith(b"\n"):
             return
-        f.truncate(data.rfind(b"\n") + 1)
+        start = data.rfind(b"\n") + 1
+        try:
+            json.loads(data[start:].decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            f.truncate(start)  # torn by a crash mid-write: load() never counted it
+        else:
+            f.write(b"\n")  # complete, only its newline was lost: keep it
 
 
 class RunStore:
@@ -67,6 +77,9 @@ class RunStore:
         self.durable = durable
         #: merged into every record line (e.g. ``{"train_step": 3}``)
         self.context: dict[str, Any] = {}
+        # campaign id -> uid of its latest start; a resumed run that runs a campaign id
+        # again supersedes the earlier attempt (load() keeps the latest)
+        self._uids: dict[int, str] = {}
         config_file = self.path / "config.json"
         if config_file.exists() and not resume:
             raise FileExistsError(f"{self.path} already holds a run; pass resume=True to append")
@@ -78,7 +91,7 @@ class RunStore:
             tmp.replace(config_file)
         self._files = {}
         for name in _STREAMS:
-            _cut_torn_tail(self.path / f"{name}.jsonl")
+            _mend_tail(self.path / f"{name}.jsonl")
             self._files[name] = open(self.path / f"{name}.jsonl", "a", encoding="utf-8")
 
     def _append(self, stream: str, line: dict[str, Any]) -> None:
@@ -100,15 +113,19 @@ class RunStore:
     def campaign_started(self, campaign: Campaign) -> None:
         """Write a campaign's seed and conditions once, marking those the agent is not told."""
         public = [spec.name for spec in campaign.task.public_conditions]
+        self._uids[campaign.id] = uuid.uuid4().hex
         self._append(
             "campaigns",
             {
                 "event": "start",
                 "campaign": campaign.id,
+                "uid": self._uids[campaign.id],
                 "task": campaign.task.id,
                 "seed": campaign.seed,
                 "budget": campaign.task.budget,
                 "max_turns": campaign.max_turns,
+                "reward_mode": campaign.reward_mode,
+                "invalid_penalty": campaign.invalid_penalty,
                 "conditions": campaign.conditions,
                 "hidden": sorted(k for k in campaign.conditions if k not in public),
                 **self.context,
@@ -122,7 +139,8 @@ class RunStore:
             name: self.save_artifact(f"c{record.campaign:06d}_s{record.step:04d}_{name}", array)
             for name, array in record.measurement.artifacts.items()
         }
-        self._append("records", {**line, "time": time.time(), **self.context})
+        uid = self._uids.get(record.campaign)
+        self._append("records", {**line, "uid": uid, "time": time.time(), **self.context})
 
     # ---- summaries ------------------------------------------------------------------------
 
@@ -178,6 +196,12 @@ class CampaignInfo:
     start: dict[str, Any]
     end: dict[str, Any] | None = None
 
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The engine settings the campaign ran with (what a replay needs)."""
+        keys = ("reward_mode", "invalid_penalty", "max_turns")
+        return {k: self.start[k] for k in keys if k in self.start}
+
 
 @dataclass
 class Run:
@@ -190,6 +214,8 @@ class Run:
     campaigns: dict[int, CampaignInfo]
     metrics: list[dict[str, Any]]
     skipped_lines: int = 0
+    #: records of campaign attempts that a resumed run ran again (not in ``records``)
+    superseded: int = 0
     _index: dict[int, list[Record]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -213,6 +239,11 @@ class Run:
         if not target.is_relative_to(root / "artifacts"):
             raise ValueError(f"{rel_path!r} is not an artifact of this run")
         return np.load(target, allow_pickle=False)
+
+    def replay(self, task: Task, campaign: int) -> list[Record]:
+        """Run a recorded campaign again: its seed, conditions, settings and proposals."""
+        info = self.campaigns[campaign]
+        return replay(task, info.seed, self.records_of(campaign), info.conditions, **info.settings)
 
     def best_scores(self) -> dict[int, float]:
         """Best experiment score per campaign."""
@@ -249,17 +280,20 @@ def load(path: str | os.PathLike) -> Run:
     campaigns: dict[int, CampaignInfo] = {}
     for line in campaign_lines:
         c = int(line["campaign"])
-        if line.get("event") == "start":
+        if line.get("event") == "start":  # a later start of the same id supersedes
             campaigns[c] = CampaignInfo(
                 c, int(line["seed"]), line["conditions"], line.get("hidden", []), line
             )
         elif line.get("event") == "end" and c in campaigns:
             campaigns[c].end = line
+    current = {c: info.start.get("uid") for c, info in campaigns.items()}
+    kept = [r for r in lines if r.get("uid") == current.get(int(r["campaign"]), r.get("uid"))]
     return Run(
         path=path,
         config=json.loads(config_file.read_text()),
-        records=[Record.from_dict(line) for line in lines],
-        record_lines=lines,
+        records=[Record.from_dict(line) for line in kept],
+        record_lines=kept,
+        superseded=len(lines) - len(kept),
         campaigns=campaigns,
         metrics=metrics,
         skipped_lines=skipped + skipped_c + skipped_m,

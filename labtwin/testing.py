@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from gymnasium.utils.env_checker import check_env
 
-from labtwin.campaign import CampaignBatch, replay
+from labtwin.campaign import CampaignBatch
 from labtwin.env import LabEnv
 from labtwin.experiment import Answer, field_bounds
 from labtwin.registry import load_task
@@ -162,7 +162,9 @@ def check_declared_observables(task: Task) -> None:
     rng = np.random.default_rng(3)
     proposals = [random_proposal(task, rng) for _ in range(2)]
     specs = {spec.name: spec for spec in task.observables}
-    for m in task.measure(proposals, seed=3):
+    nominal = task.measure(proposals, seed=3)  # the lab outside a campaign
+    sampled = task.measure(proposals, seed=3, conditions=task.sample_conditions(rng))
+    for m in nominal + sampled:
         assert m.status in ("ok", "failed"), f"{task.id}: a random valid proposal was {m.status}"
         if not m.ok:
             continue
@@ -230,7 +232,7 @@ def check_run_store(task: Task, n_steps: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "run"
         with RunStore(path, {"task": task.id}, durable=False) as store:
-            batch = CampaignBatch(task, 2, recorder=store)
+            batch = CampaignBatch(task, 2, invalid_penalty=0.1, recorder=store)
             batch.reset([0, 1], [21, 22])
             for k in range(n_steps):
                 live = [i for i in (0, 1) if not batch.campaigns[i].done]
@@ -246,8 +248,8 @@ def check_run_store(task: Task, n_steps: int) -> None:
         recorded = [r.score for r in run.records]
         assert len(run.records) == sum(len(c.history) for c in batch.campaigns)
         assert run.rescore(task) == recorded, f"{task.id}: re-scoring the run changed scores"
-        for cid, info in run.campaigns.items():
-            again = replay(task, info.seed, run.records_of(cid))
+        for cid in run.campaigns:
+            again = run.replay(task, cid)
             assert [r.to_dict(artifacts=False) for r in again] == [
                 r.to_dict(artifacts=False) for r in run.records_of(cid)
             ], f"{task.id}: replaying campaign {cid} gave other records"

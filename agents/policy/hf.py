@@ -222,6 +222,7 @@ class HFPolicy:
         completion_ids: Sequence[Sequence[int]],
         temperature: float = 1.0,
         with_entropy: bool = False,
+        model: torch.nn.Module | None = None,
     ) -> CompletionLogprobs:
         """Log-probs of each completion after its prompt: the training forward pass.
 
@@ -235,6 +236,9 @@ class HFPolicy:
             completion_ids: ``B`` completions.
             temperature: divide the logits by it, as at sampling time.
             with_entropy: also return per-token entropies (computed without grad).
+            model: the network to score with, on this policy's device and sharing
+                its tokenizer; default this policy's own model. GRPO passes the
+                frozen reference model here for the KL term.
 
         Returns:
             ``CompletionLogprobs(logprobs [B, T], mask [B, T], entropy [B, T] | None)``
@@ -252,7 +256,8 @@ class HFPolicy:
         attention_mask = torch.tensor(attention_mask, device=self.device)
         position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
 
-        out = self.model(
+        model = self.model if model is None else model
+        out = model(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,

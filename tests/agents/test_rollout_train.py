@@ -84,7 +84,7 @@ def test_grpo_update_changes_parameters(policy) -> None:
     assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-4)  # on-policy first update
 
 
-def _small(tmp_path, steps: int, resume: bool = False) -> TrainConfig:
+def _small(tmp_path, steps: int, resume: bool = False, **changes) -> TrainConfig:
     return TrainConfig(
         steps=steps,
         campaigns_per_step=2,
@@ -99,21 +99,25 @@ def _small(tmp_path, steps: int, resume: bool = False) -> TrainConfig:
         resume=resume,
         progress=False,
         learning_rate=3e-3,
+        **changes,
     )
 
 
 def test_resume_continues_the_same_run(tmp_path) -> None:
-    """3 steps straight equal 2 steps, a stop, and a resume to 3: same weights, same records."""
-    straight = train(_small(tmp_path / "a", 3))
-    train(_small(tmp_path / "b", 2))
-    resumed = train(_small(tmp_path / "b", 3, resume=True))
+    """3 steps straight equal 2 steps, a stop, and a resume to 3: same weights, same records.
+
+    With a KL term, so the resumed run must find the same frozen reference (the policy
+    after the warm start, saved with the run), not the checkpoint it resumes from."""
+    straight = train(_small(tmp_path / "a", 3, kl_coef=0.05))
+    train(_small(tmp_path / "b", 2, kl_coef=0.05))
+    resumed = train(_small(tmp_path / "b", 3, resume=True, kl_coef=0.05))
     a = labtwin.runs.load(straight.run_dir)
     b = labtwin.runs.load(resumed.run_dir)
     a_train = [m["reward_mean"] for m in a.metrics if m["phase"] == "train"]
     b_train = [m["reward_mean"] for m in b.metrics if m["phase"] == "train"]
     assert a_train == b_train and len(a_train) == 3
     weights_a = torch.load(
-        straight.run_dir / "checkpoints" / "step_000003" / "trainer.pt", weights_only=False
+        straight.run_dir / "checkpoints" / "step_000003" / "trainer.pt", weights_only=True
     )["step"]
     assert weights_a == 3
     from safetensors.torch import load_file
@@ -122,21 +126,26 @@ def test_resume_continues_the_same_run(tmp_path) -> None:
     wb = load_file(resumed.run_dir / "checkpoints" / "step_000003" / "model.safetensors")
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
     assert json.loads((resumed.run_dir / "summary.json").read_text())["eval_trained"]
-    # every measured experiment of training is in the run store
-    assert len(b.experiments) == 3 * 2 * 4
+    assert [m["kl"] for m in a.metrics if "kl" in m] == [m["kl"] for m in b.metrics if "kl" in m]
+    # every training campaign and record is in the run store, the resumed part too
+    assert len(b.records) == 3 * 2 * 4 and sorted(b.campaigns) == list(range(3 * 2 * 4))
+    assert [r.to_dict() for r in a.records] == [r.to_dict() for r in b.records]
     with pytest.raises(FileNotFoundError, match="nothing to resume"):
         train(_small(tmp_path / "c", 1, resume=True))
 
 
 def test_constrained_sampling_keeps_unconstrained_logprobs(policy) -> None:
     """With the grammar on, every call is valid and the stored sampling log-probs
-    equal the training forward pass (so the first GRPO ratio is 1); float32, 1e-4."""
+    equal the training forward pass (so the first GRPO ratio is 1); float32, 1e-4.
+
+    160 new tokens leave room for a whole call: a reply cut off at the token limit
+    is the one way a grammar-constrained call can still be invalid."""
     from labtwin.agents.train import make_grammar
 
     task = labtwin.load_task("BatchReactor-v0", budget=2)
     grammar = make_grammar(policy, task, TrainConfig(budget=2))
     episodes, _ = run_episodes(
-        policy, task, [0], 3, max_new_tokens=96, logits_processor=grammar, seed=1
+        policy, task, [0], 3, max_new_tokens=160, logits_processor=grammar, seed=1
     )
     with torch.no_grad():
         out = policy.logprobs(

@@ -88,6 +88,48 @@ def test_torn_last_line_is_skipped_and_resume_cuts_it(tmp_path) -> None:
     assert [r["step"] for r in run.metrics] == [1, 2, 3, 4] and run.skipped_lines == 0
 
 
+def test_a_complete_last_line_that_lost_its_newline_is_kept(tmp_path) -> None:
+    path = tmp_path / "run"
+    with RunStore(path) as store:
+        store.log_metrics(1, x=1.0)
+    with open(path / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({"step": 2}))  # written whole, newline lost
+    assert [r["step"] for r in labtwin.runs.load(path).metrics] == [1, 2]
+    with RunStore(path, resume=True) as store:
+        store.log_metrics(3)
+    assert [r["step"] for r in labtwin.runs.load(path).metrics] == [1, 2, 3]
+
+
+def test_a_campaign_run_again_after_resume_supersedes_the_first_attempt(tmp_path) -> None:
+    """A trainer resumed from a checkpoint repeats the campaigns after it, with the same ids:
+    the run keeps the latest attempt of each id."""
+    task = labtwin.load_task("BatchReactor-v0", budget=2)
+    path = tmp_path / "run"
+    for resume, seed in ((False, 1), (True, 2)):
+        with RunStore(path, resume=resume) as store:
+            batch = CampaignBatch(task, 1, recorder=store)
+            batch.reset([0], [seed])
+            batch.step([0], [GOOD])
+    run = labtwin.runs.load(path)
+    assert run.campaigns[0].seed == 2 and len(run.records) == 1 and run.superseded == 1
+    assert run.rescore(task) == [r.score for r in run.records]
+
+
+def test_replay_uses_recorded_conditions_and_settings(tmp_path) -> None:
+    """A campaign started with given conditions and a penalty replays to the same records."""
+    task = labtwin.load_task("BatchReactor-v0", budget=3)
+    with RunStore(tmp_path / "run") as store:
+        batch = CampaignBatch(task, 1, "score", invalid_penalty=0.3, recorder=store)
+        batch.reset([0], [9], [task.nominal_conditions()])
+        batch.step([0], [GOOD])
+        batch.step([0], ["{bad"])
+    run = labtwin.runs.load(tmp_path / "run")
+    assert run.records[1].reward == pytest.approx(-0.3)
+    assert [r.to_dict(artifacts=False) for r in run.replay(task, 0)] == [
+        r.to_dict(artifacts=False) for r in run.records
+    ]
+
+
 def test_binary_tail_and_corrupt_middle_line(tmp_path) -> None:
     path = tmp_path / "run"
     with RunStore(path) as store:
