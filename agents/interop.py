@@ -18,12 +18,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
-
-import labtwin
 from gymnasium.vector import AutoresetMode
 
+import labtwin
 from labtwin.campaign import CampaignBatch, RewardMode, derive_seeds
 from labtwin.experiment import tool_schema
 from labtwin.measurement import Measurement
@@ -129,7 +127,9 @@ class SB3VecEnv(_VecEnvBase):  # type: ignore[misc, valid-type]
             raise RuntimeError("call reset() and step_async() before step_wait()")
         obs, rewards, terminated, truncated, batched = self.venv.step(self._actions)
         self._actions = None
-        infos = _unbatch({k: v for k, v in batched.items() if not k.startswith("final")}, self.num_envs)
+        infos = _unbatch(
+            {k: v for k, v in batched.items() if not k.startswith("final")}, self.num_envs
+        )
         dones = terminated | truncated
         for i in np.flatnonzero(dones):
             infos[i]["terminal_observation"] = batched["final_obs"][i]
@@ -309,7 +309,7 @@ def lab_reward_function(
     >>> call = ('<tool_call>{"name": "propose_experiment", "arguments": {"temperature_K": 335, '
     ...         '"time_min": 40, "feed_conc_mol_L": 0.2, "catalyst_mol_pct": 4}}</tool_call>')
     >>> [round(r, 3) for r in reward([call, "I would heat it.", [{"role": "assistant", "content": call}]])]
-    [0.89, -0.1, 0.926]
+    [0.836, -0.1, 0.909]
     >>> reward.last_measurements[1].reason[:18]
     'no tool call found'
     """

@@ -186,8 +186,14 @@ def campaign_rng(seed: int) -> np.random.Generator:
 
 
 def derive_seeds(seed: int, n: int, *keys: int) -> list[int]:
-    """``n`` independent campaign seeds derived from ``seed`` and integer ``keys``."""
-    children = np.random.SeedSequence([check_seed(seed), *keys]).spawn(n)
+    """``n`` independent campaign seeds derived from ``seed`` and integer ``keys``.
+
+    The entropy ends with the number of keys plus one: ``SeedSequence`` reads
+    trailing zero words as absent, so without it ``keys=(0,)`` and ``keys=()``
+    would give the same seeds.
+    """
+    entropy = [check_seed(seed), *(check_seed(k) for k in keys), len(keys) + 1]
+    children = np.random.SeedSequence(entropy).spawn(n)
     return [int(c.generate_state(1, np.uint64)[0] >> np.uint64(1)) for c in children]
 
 

@@ -105,7 +105,7 @@ def run_command(
     task: Annotated[str, typer.Argument(help="lab id, e.g. BatchReactor-v0")],
     agent: Annotated[str, typer.Option(help="random | cmaes | bo")] = "random",
     campaigns: Annotated[int, typer.Option(min=1, help="number of campaigns")] = 4,
-    seed: Annotated[int, typer.Option(help="campaign i uses seed + i")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="campaign i uses seed + i")] = 0,
     budget: Annotated[int | None, typer.Option(min=1, help="experiments per campaign")] = None,
     out: Annotated[
         Path | None, typer.Option(help="run directory (default runs/<task>-<agent>-<time>)")
@@ -113,11 +113,18 @@ def run_command(
     progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
 ) -> None:
     """Run campaigns of a lab with a baseline agent and record them in a run directory."""
-    from labtwin.runner import run_campaigns
+    from labtwin.runner import list_agents, run_campaigns
 
     _load(task)
+    if agent not in list_agents():
+        _fail(f"unknown agent {agent!r}; agents: {', '.join(list_agents())}")
+    if out is not None and (out / "config.json").exists():
+        _fail(f"{out} already holds a run; choose another --out")
     kwargs = {"budget": budget} if budget else {}
-    summaries, path = run_campaigns(task, agent, campaigns, seed, out, progress, **kwargs)
+    try:
+        summaries, path = run_campaigns(task, agent, campaigns, seed, out, progress, **kwargs)
+    except ValueError as err:  # the agent cannot run this lab (e.g. CMA-ES on a text lab)
+        _fail(str(err))
     table = Table(title=f"labtwin/{short_id(task)} · {agent} · best measured outcome per campaign")
     for col in ("campaign", "best score", "best experiment", "measured", "cost"):
         table.add_column(col)
@@ -310,7 +317,11 @@ def plot_command(
     from labtwin import runs
     from labtwin.rendering.plots import save_campaign_plot
 
-    path = save_campaign_plot(runs.load(run), out)
+    try:
+        loaded = runs.load(run)
+    except FileNotFoundError as err:
+        _fail(str(err))
+    path = save_campaign_plot(loaded, out)
     console.print(f"plot written to [bold]{path}[/]")
 
 
@@ -323,8 +334,7 @@ def _load(task: str):
     try:
         return load_task(task)
     except KeyError as err:
-        console.print(f"[red]{err.args[0]}[/]")
-        raise typer.Exit(2) from None
+        _fail(err.args[0])
 
 
 def main() -> None:

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import labtwin
-from labtwin.campaign import CampaignBatch, derive_seeds
 from labtwin.agents import interop
 from labtwin.agents.interop import SB3VecEnv, lab_prompt, lab_reward_function
+from labtwin.campaign import CampaignBatch, derive_seeds
 from labtwin.tools import PROPOSE, format_tool_call
 
 TASK = "BatchReactor-v0"

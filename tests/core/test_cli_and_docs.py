@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 import labtwin
@@ -103,3 +104,27 @@ def test_examples_run_in_smoke_mode(tmp_path) -> None:
             cwd=tmp_path,
         )
         assert done.returncode == 0, f"{script.name} failed:\n{done.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "BatchReactor-v0", "--agent", "nope"], "unknown agent 'nope'"),
+        (["run", "Nope-v0"], "unknown lab"),
+        (["run", "BatchReactor-v0", "--seed", "-1"], "greater than or equal to 0"),
+        (["run", "ReactorProtocol-v0", "--agent", "cmaes"], "needs a lab with a numeric view"),
+        (["plot", "/nonexistent/run"], "not a labtwin run"),
+    ],
+)
+def test_bad_cli_input_is_one_line_and_exit_2(args, message, tmp_path) -> None:
+    result = CliRunner().invoke(app, [*args, "--no-progress"] if args[0] == "run" else args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_run_refuses_an_existing_run_directory(tmp_path) -> None:
+    out = tmp_path / "run"
+    args = ["run", "BatchReactor-v0", "--campaigns", "1", "--budget", "1", "--out", str(out)]
+    assert CliRunner().invoke(app, [*args, "--no-progress"]).exit_code == 0
+    again = CliRunner().invoke(app, [*args, "--no-progress"])
+    assert again.exit_code == 2 and "already holds a run" in again.output

@@ -191,3 +191,11 @@ def test_sigkill_mid_campaign_loses_nothing_written(tmp_path) -> None:
     assert set(run.campaigns) == set(range(64))  # conditions are written before any record
     task = labtwin.load_task("BatchReactor-v0", budget=400)
     assert run.rescore(task) == [r.score for r in run.records]
+
+
+def test_derived_seeds_never_collide_across_key_lengths() -> None:
+    from labtwin.campaign import derive_seeds
+
+    seen = [tuple(derive_seeds(5, 3, *keys)) for keys in [(), (0,), (0, 0), (1,), (1, 0), (0, 1)]]
+    assert len(set(seen)) == len(seen)
+    assert derive_seeds(5, 3, 2) == derive_seeds(5, 3, 2)
