@@ -39,7 +39,7 @@ import numpy as np
 
 from labtwin.experiment import Analysis, Answer, Invalid
 from labtwin.frames import campaign_frame
-from labtwin.measurement import Measurement, to_jsonable
+from labtwin.measurement import Measurement, pool, to_jsonable
 from labtwin.task import Task
 
 RewardMode = Literal["improvement", "score"]
@@ -216,15 +216,23 @@ def score_of(
     The engine scores with it and :meth:`labtwin.runs.Run.rescore` re-scores
     with it, so a recorded score is always reproducible offline. ``history``
     is the campaign's experiment measurements before the step (answers use it).
+
+    A repeat of an experiment the campaign already measured is scored from all
+    its measurements pooled (:func:`labtwin.measurement.pool`), so repeating
+    the best experiment cannot harvest instrument noise: its score tends to
+    the true value, not to the maximum of the noise.
     """
     if kind == "analysis":
         return None
+    if kind == "experiment" and measurement.ok:
+        repeats = [m for m in history if m.ok and m.experiment == measurement.experiment]
+        return task.score(pool([*repeats, measurement]), conditions)
     if kind != "answer" or not measurement.ok:
         return task.score(measurement, conditions)
     answer = task.parse_answer(measurement.experiment)
     if isinstance(answer, Invalid):  # a recorded answer that no longer validates
         return float(task.invalid_score)
-    return float(task.score_answer(answer, conditions, history))
+    return task.clip_score(float(task.score_answer(answer, conditions, history)))
 
 
 class CampaignBatch:

@@ -145,6 +145,38 @@ class Measurement:
 _MAX_DEPTH = 64  # nesting kept in a recorded proposal; deeper parts become text
 
 
+def pool(measurements: list[Measurement]) -> Measurement:
+    """Repeated measurements of one experiment combined into one (the last one's other fields).
+
+    Each observable becomes the inverse-variance weighted mean with standard
+    error ``1 / sqrt(sum 1/sigma^2)``; where an uncertainty is zero, the plain
+    mean with ``mean(sigma) / sqrt(n)``. Scoring a repeat from the pooled value
+    is what keeps repeats from harvesting instrument noise.
+    """
+    last = measurements[-1]
+    if len(measurements) == 1:
+        return last
+    observables = {}
+    for name, value in last.observables.items():
+        values = np.array([m.observables[name].value for m in measurements])
+        sigmas = np.array([m.observables[name].uncertainty for m in measurements])
+        if np.all(sigmas > 0):
+            weights = 1.0 / sigmas**2
+            mean = float(np.sum(weights * values) / np.sum(weights))
+            error = float(1.0 / math.sqrt(np.sum(weights)))
+        else:
+            mean, error = float(values.mean()), float(sigmas.mean() / math.sqrt(len(values)))
+        observables[name] = Value(mean, value.unit, error)
+    return Measurement(
+        "ok",
+        observables,
+        cost=last.cost,
+        cost_unit=last.cost_unit,
+        experiment=last.experiment,
+        provenance={**last.provenance, "pooled_repeats": len(measurements)},
+    )
+
+
 def to_jsonable(value: Any, _depth: int = 0) -> Any:
     """Best-effort conversion of a proposal or provenance value to JSON types.
 

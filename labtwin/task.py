@@ -95,6 +95,8 @@ class Task:
     invalid_score: ClassVar[float] = 0.0
     #: score that an empty campaign starts from (improvement rewards count from here)
     baseline_score: ClassVar[float] = 0.0
+    #: documented (low, high) of every score; the core clips scores into it (None: unbounded)
+    score_range: ClassVar[tuple[float, float] | None] = None
     default_budget: ClassVar[int] = 20
     #: campaign conditions an agent is told (name = key of the conditions dict)
     public_conditions: ClassVar[tuple[ObservableSpec, ...]] = ()
@@ -292,7 +294,15 @@ class Task:
         """Reward of a measurement, with the invalid score for non-``ok`` ones."""
         if not measurement.ok:
             return float(self.invalid_score)
-        return float(self.reward(measurement, conditions))
+        return self.clip_score(float(self.reward(measurement, conditions)))
+
+    def clip_score(self, score: float) -> float:
+        """A score inside the lab's documented ``score_range`` (noise can push a
+        measured yield above 1; the score never leaves its range)."""
+        if self.score_range is None:
+            return score
+        low, high = self.score_range
+        return min(max(score, low), high)
 
     def measure(
         self,

@@ -196,6 +196,7 @@ class ReactorRun(Experiment):
 
 class _ReactorBase(Task):
     cost_unit: ClassVar[str] = "h"
+    score_range: ClassVar[tuple[float, float]] = (0.0, 1.0)  # yields, and answer scores
     side_reaction: ClassVar[bool] = True
 
     def __init__(

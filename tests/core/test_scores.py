@@ -1,0 +1,53 @@
+"""Scores that repeats cannot inflate and that stay in their documented range."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import labtwin
+from labtwin.measurement import Measurement, Value, pool
+
+GOOD = {"temperature_K": 335.0, "time_min": 40.0, "feed_conc_mol_L": 0.2, "catalyst_mol_pct": 4.0}
+
+
+def test_pool_is_the_inverse_variance_mean() -> None:
+    ms = [
+        Measurement("ok", {"x": Value(1.0, "m", 0.1)}, experiment={"a": 1}),
+        Measurement("ok", {"x": Value(2.0, "m", 0.2)}, experiment={"a": 1}),
+    ]
+    pooled = pool(ms)
+    w = np.array([100.0, 25.0])
+    assert pooled.observables["x"].value == pytest.approx((w @ [1.0, 2.0]) / w.sum(), rel=1e-12)
+    assert pooled.observables["x"].uncertainty == pytest.approx(1 / np.sqrt(w.sum()), rel=1e-12)
+    assert pooled.provenance["pooled_repeats"] == 2
+
+
+def test_repeating_the_best_experiment_does_not_harvest_noise() -> None:
+    """Twelve repeats of one reactor run: the score of the k-th repeat is the pooled yield,
+    whose spread shrinks as 1/sqrt(k), so the campaign's best score tends to the true
+    yield instead of the maximum of twelve noisy draws."""
+    task = labtwin.load_task("BatchReactor-v0", budget=12)
+    truth = labtwin.load_task("BatchReactor-v0", noise=0.0)
+    n = 24
+    batch = labtwin.CampaignBatch(task, n)
+    campaigns = batch.reset(range(n), range(n))
+    steps = [batch.step(range(n), [GOOD] * n) for _ in range(12)]  # one simulator call each
+    best = [c.best_score for c in campaigns]
+    yields = np.array([[r.measurement["yield_B"] for r in step] for step in steps])  # (12, n)
+    maxima = yields.max(axis=0)
+    true_yields = [truth.measure([GOOD], conditions=c.conditions)[0]["yield_B"] for c in campaigns]
+    # the last score is the pooled yield of all 12 (equal uncertainties up to 2 % noise)
+    np.testing.assert_allclose([r.score for r in steps[-1]], yields.mean(axis=0), atol=3e-3)
+    harvested = np.mean(np.array(maxima) - true_yields)
+    kept = np.mean(np.array(best) - true_yields)
+    sigma = 0.02 * np.mean(true_yields) + 0.002 / GOOD["feed_conc_mol_L"]
+    assert harvested > 1.2 * sigma  # the max of 12 draws is ~1.6 sigma high
+    assert kept < 0.8 * sigma  # pooled best: only the first draws' excess survives
+
+
+def test_scores_stay_in_the_documented_range() -> None:
+    task = labtwin.load_task("BatchReactor-v0")
+    high = Measurement("ok", {name: Value(1.3, "") for name in ("yield_B",)})
+    assert task.score(high, {}) == 1.0
+    assert task.score(Measurement("ok", {"yield_B": Value(-0.1, "")}), {}) == 0.0
