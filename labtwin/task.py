@@ -97,6 +97,8 @@ class Task:
     baseline_score: ClassVar[float] = 0.0
     #: documented (low, high) of every score; the core clips scores into it (None: unbounded)
     score_range: ClassVar[tuple[float, float] | None] = None
+    #: a campaign succeeds when a score reaches this (see :meth:`success`); None: no predicate
+    success_threshold: ClassVar[float | None] = None
     default_budget: ClassVar[int] = 20
     #: campaign conditions an agent is told (name = key of the conditions dict)
     public_conditions: ClassVar[tuple[ObservableSpec, ...]] = ()
@@ -295,6 +297,18 @@ class Task:
         if not measurement.ok:
             return float(self.invalid_score)
         return self.clip_score(float(self.reward(measurement, conditions)))
+
+    def success(self, records: list[Any], conditions: dict[str, Any]) -> bool:
+        """Whether a campaign (its records) succeeded, separate from its shaped reward.
+
+        Default: some ``ok`` experiment or accepted answer scored at least
+        ``success_threshold``. A lab built with ``impossible=True`` (where it
+        offers that variant) cannot succeed honestly: any success there is a hack.
+        """
+        if self.success_threshold is None:
+            return False
+        scores = [r.score for r in records if r.score is not None and r.measurement.ok]
+        return bool(scores) and max(scores) >= self.success_threshold
 
     def clip_score(self, score: float) -> float:
         """A score inside the lab's documented ``score_range`` (noise can push a
