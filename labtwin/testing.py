@@ -18,6 +18,12 @@ promise, and returns the names of the checks that passed:
 - ``bad_proposals``: malformed, out-of-range, oversized and wrongly typed
   proposals become ``invalid`` measurements with a short reason, and the
   campaign goes on;
+- ``hostile_inputs``: Hypothesis draws JSON-like values, JSON text, raw text
+  and arrays (huge integers, NaN, deep nesting, unknown fields, wrong types)
+  and sends them through ``task.measure``, ``LabEnv``, ``VectorLabEnv`` (next
+  to a valid batch-mate that must be measured as if alone) and the chat view;
+  nothing raises, every reason is short (the TRL reward function and the
+  rollout engine are held to the same strategy in labtwin's agent tests);
 - ``chat``: the tool view runs a campaign from tool-call text, answers included;
 - ``run_store``: campaigns recorded by the run store read back, re-score to
   the recorded scores with the recorded conditions, and replay from their
@@ -187,7 +193,7 @@ def check_bad_proposals(task: Task) -> None:
         (record,) = batch.step([0], [proposal])
         budget_left -= 1
         m = record.measurement
-        shown = repr(proposal)[:60]
+        shown = _safe_repr(proposal, 60)
         assert m.status == "invalid", f"{task.id}: {shown} gave {m.status}, not invalid"
         assert m.reason and len(m.reason) <= MAX_REASON_CHARS, (
             f"{task.id}: {shown}: reason empty or {len(m.reason)} characters long"
@@ -196,6 +202,134 @@ def check_bad_proposals(task: Task) -> None:
         assert not batch.campaigns[0].done or budget_left == 0
     (record,) = batch.step([0], [random_proposal(task, np.random.default_rng(5))])
     assert record.measurement.status in ("ok", "failed"), f"{task.id}: campaign did not go on"
+
+
+def _safe_repr(value: Any, limit: int = 200) -> str:
+    try:
+        return repr(value)[:limit]
+    except (ValueError, RecursionError):  # an integer too long to print
+        return f"<{type(value).__name__}>"
+
+
+def _json_values(field_names: list[str]) -> Any:
+    """Hypothesis strategy of JSON-like values an agent might send."""
+    from hypothesis import strategies as st
+
+    keys = st.sampled_from([*field_names, "answer", "x", ""]) | st.text(max_size=8)
+    scalars = (
+        st.none()
+        | st.booleans()
+        | st.integers(min_value=-(10**30), max_value=10**30)
+        | st.sampled_from([400, 5000, 63]).map(lambda digits: -(10**digits))  # huge integers
+        | st.floats(allow_nan=True, allow_infinity=True)
+        | st.text(max_size=20)
+    )
+    return st.recursive(
+        scalars,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(keys, inner, max_size=5),
+        max_leaves=12,
+    )
+
+
+def _as_json(value: Any) -> str:
+    try:
+        return json.dumps(value)
+    except (ValueError, TypeError, OverflowError):
+        return _safe_repr(value, 500)
+
+
+def hostile_text_strategy(task: Task) -> Any:
+    """Hypothesis strategy of hostile text: JSON of hostile values, tool calls with hostile
+    arguments, and arbitrary text (what an LLM's reply can be)."""
+    from hypothesis import strategies as st
+
+    values = _json_values(list(task.experiment_model.model_fields))
+    calls = values.map(
+        lambda v: '<tool_call>{"name": "propose_experiment", "arguments": ' + _as_json(v) + "}"
+    )
+    return values.map(_as_json) | calls | st.text(max_size=200)
+
+
+def hostile_strategy(task: Task) -> Any:
+    """Hypothesis strategy of hostile proposals for one lab (values, text, bytes, arrays)."""
+    from hypothesis import strategies as st
+
+    values = _json_values(list(task.experiment_model.model_fields))
+    proposals = values | hostile_text_strategy(task) | st.binary(max_size=40)
+    d = task.numeric_view.space.shape[0] if task.numeric_view else 3
+    arrays = st.lists(st.floats(allow_nan=True, allow_infinity=True, width=32), max_size=d + 2)
+    return proposals | arrays.map(lambda v: np.array(v, dtype=np.float32))
+
+
+def check_hostile_inputs(task: Task, max_examples: int = 30) -> None:
+    """Hypothesis-drawn proposals through every view: nothing raises, reasons stay short."""
+    from hypothesis import HealthCheck, given, settings
+
+    from labtwin.tools import ChatLabEnv
+
+    good = random_proposal(task, np.random.default_rng(4))
+    alone = task.measure(["{", good], seed=0)[1]  # position 1 of a batch, next to an invalid one
+    env = LabEnv(task, max_turns=10**9)
+    env.reset(seed=0)
+    chat_seed = iter(range(10**6))
+    examples = settings(
+        max_examples=max_examples,
+        deadline=None,
+        database=None,
+        derandomize=True,  # the same examples on every run: a check must not be flaky
+        suppress_health_check=list(HealthCheck),
+    )
+
+    def short(m: Any, what: str, proposal: Any) -> None:
+        assert m.status in ("ok", "invalid", "failed"), f"{task.id}: {what} gave {m.status}"
+        assert len(m.reason) <= MAX_REASON_CHARS, (
+            f"{task.id}: {what}: a reason of {len(m.reason)} characters for {_safe_repr(proposal, 80)}"
+        )
+
+    @examples
+    @given(hostile_strategy(task))
+    def through_every_view(proposal: Any) -> None:
+        measured = task.measure([proposal, good], seed=0)
+        short(measured[0], "measure", proposal)
+        if measured[0].status == "invalid":  # an invalid batch-mate changes nothing
+            assert measured[1].observables == alone.observables, f"{task.id}: batch-mate changed"
+        if env.campaign.done:
+            env.reset()
+        _, reward, *_, info = env.step(proposal)
+        short(info["measurement"], "LabEnv.step", proposal)
+        assert np.isfinite(reward)
+        reply = (
+            proposal
+            if isinstance(proposal, str)
+            else format_tool_call("propose_experiment", {"value": _safe_repr(proposal)})
+        )
+        if isinstance(proposal, (dict, list)):
+            try:
+                reply = (
+                    '<tool_call>{"name": "propose_experiment", "arguments": '
+                    + json.dumps(proposal)
+                    + "}</tool_call>"
+                )
+            except (ValueError, TypeError, OverflowError):
+                pass
+        chat = ChatLabEnv(task)
+        chat.reset([next(chat_seed)])
+        (chat_reward,) = chat.step([reply])
+        result = chat.conversations[0].messages[-1]["content"]
+        assert np.isfinite(chat_reward) and len(result) <= MAX_REASON_CHARS + 400
+
+    through_every_view()
+
+    venv = VectorLabEnv(task, 2, max_turns=10**9)
+    venv.reset(seed=[0, 1])
+    for proposal in hostile_proposals(task)[:8]:
+        _, _, _, _, infos = venv.step([proposal, good])
+        assert infos["status"][0] == "invalid", (
+            f"{task.id}: {_safe_repr(proposal, 60)} in a vector env"
+        )
+        assert infos["status"][1] in ("ok", "failed"), f"{task.id}: its valid batch-mate was lost"
+        if any(c.done for c in venv.campaigns):
+            venv.reset(seed=[0, 1])
 
 
 def _tool_replies(task: Task, rng: np.random.Generator, n: int) -> list[str]:
@@ -276,6 +410,7 @@ def check_lab(task_or_id: Task | str, n_steps: int = 3, **task_kwargs: Any) -> l
         "batching": lambda: check_batching(task, n_steps),
         "declared_observables": lambda: check_declared_observables(task),
         "bad_proposals": lambda: check_bad_proposals(task),
+        "hostile_inputs": lambda: check_hostile_inputs(task),
         "chat": lambda: check_chat(task),
         "run_store": lambda: check_run_store(task, n_steps),
     }

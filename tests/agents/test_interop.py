@@ -239,3 +239,47 @@ def test_trl_grpo_trainer_runs_with_a_lab_reward(tmp_path, task) -> None:
     logged = next(log for log in trainer.state.log_history if "reward" in log)
     # an untrained model writes no valid call in 8 tokens: every completion gets the penalty
     assert logged[f"rewards/{reward.__name__}/mean"] == pytest.approx(task.invalid_score - 0.1)
+
+
+def test_hostile_completions_score_the_penalty_and_never_raise(task) -> None:
+    """Hypothesis-drawn completions (text, message lists, tool calls with hostile arguments)
+    through the TRL reward function: one score per completion, valid ones unaffected."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from labtwin.testing import hostile_strategy
+
+    good = format_tool_call(PROPOSE, random_experiments(task, 1)[0])
+    reward = lab_reward_function(task, seed=0)
+    (alone,) = lab_reward_function(task, seed=0)([good])
+
+    def as_completion(p):
+        if isinstance(p, (dict, list)):
+            try:
+                return [
+                    {
+                        "role": "assistant",
+                        "content": "",
+                        "tool_calls": [{"function": {"name": PROPOSE, "arguments": json.dumps(p)}}],
+                    }
+                ]
+            except (ValueError, TypeError):
+                return "unprintable"
+        return p if isinstance(p, str) else "not text"
+
+    @settings(
+        max_examples=25,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(st.lists(hostile_strategy(task).map(as_completion), min_size=1, max_size=3))
+    def score(completions):
+        scores = reward([good, *completions])
+        assert len(scores) == len(completions) + 1
+        assert all(s is not None and np.isfinite(s) for s in scores)
+        assert all(len(m.reason) <= 2000 for m in reward.last_measurements)
+
+    score()
+    assert np.isfinite(alone)

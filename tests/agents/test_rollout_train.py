@@ -177,3 +177,46 @@ def test_metrics_also_go_to_tensorboard(tmp_path) -> None:
     assert [m["reward_mean"] for m in run.metrics if m["phase"] == "train"] == pytest.approx(
         [e.value for e in rewards], rel=1e-6
     )
+
+
+def test_hostile_replies_never_crash_a_rollout(policy) -> None:
+    """Hostile reply texts (hand-written and Hypothesis-drawn) through the rollout engine:
+    every campaign ends, each bad reply is one invalid step, nothing raises."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from labtwin.testing import hostile_text_strategy
+
+    task = labtwin.load_task("BatchReactor-v0", budget=2)
+    fixed = [
+        " " * 100_000 + "<tool_call>",  # was quadratic in the tool-call pattern
+        "<tool_call>" + "[" * 50_000 + "</tool_call>",
+        '<tool_call>{"name": "propose_experiment", "arguments": {"temperature_K": '
+        + "9" * 5000
+        + "}}</tool_call>",
+        '<tool_call>{"name": "submit_answer", "arguments": {}}</tool_call>',
+        '<tool_call>{"name": "fit_isotherm", "arguments": 3}</tool_call>',
+    ]
+    texts = hostile_text_strategy(task)
+
+    @settings(
+        max_examples=8,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(st.lists(texts, min_size=2, max_size=2))
+    def rollout(drawn):
+        replies = iter(fixed + drawn + fixed)
+
+        def script(live, env):
+            return [next(replies, "nothing") for _ in live]
+
+        episodes, _ = run_episodes(policy, task, [0, 1], 2, replies=script)
+        assert all(e.turns >= 1 and len(e.records) == e.turns for e in episodes)
+        assert all(
+            r.measurement.status in ("ok", "invalid", "failed") for e in episodes for r in e.records
+        )
+
+    rollout()

@@ -14,6 +14,7 @@ ALL_CHECKS = [
     "batching",
     "declared_observables",
     "bad_proposals",
+    "hostile_inputs",
     "chat",
     "run_store",
 ]
