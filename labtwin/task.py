@@ -104,6 +104,13 @@ class Task:
     public_conditions: ClassVar[tuple[ObservableSpec, ...]] = ()
     #: a campaign ends after ``turns_per_experiment * budget`` turns (analysis calls count)
     turns_per_experiment: ClassVar[int] = 2
+    # The two switches below are plain attributes, not ClassVars, so that a script can
+    # isolate a built-in lab without subclassing it (``lab.isolation = True``).
+    #: run ``simulate`` in a worker process (:mod:`labtwin.isolation`), so that a segfault or
+    #: a hang of native code becomes a ``failed`` measurement; the lab must pickle
+    isolation: bool = False
+    #: seconds one isolated ``simulate`` call may run before its worker is killed
+    simulation_timeout_s: float = 300.0
 
     def __init__(self, budget: int | None = None) -> None:
         self.budget = int(budget if budget is not None else self.default_budget)
@@ -243,11 +250,17 @@ class Task:
             if isinstance(p, Invalid):
                 results[i] = Measurement.invalid(p.reason, p.raw, task=self.id, seed=int(seeds[i]))
         if valid:
-            measured = self.simulate(
+            batch = (
                 [parsed[i] for i in valid],
                 [conditions[i] for i in valid],
                 [np.random.default_rng(seeds[i]) for i in valid],
             )
+            if self.isolation:  # a crash or hang of the simulator becomes a failed measurement
+                from labtwin.isolation import simulate_isolated
+
+                measured = simulate_isolated(self, *batch, timeout_s=self.simulation_timeout_s)
+            else:
+                measured = self.simulate(*batch)
             if len(measured) != len(valid):
                 raise RuntimeError(
                     f"{type(self).__name__}.simulate returned {len(measured)} "
