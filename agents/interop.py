@@ -77,7 +77,7 @@ class SB3VecEnv(_VecEnvBase):  # type: ignore[misc, valid-type]
     view); ``infos[i]`` also holds ``measurement``, ``status``, ``score``,
     ``best_score`` and ``experiments_done`` as in :class:`labtwin.LabEnv`.
 
-        >>> venv = SB3VecEnv("BatchReactor-v0", num_envs=8, budget=5)  # doctest: +SKIP
+        >>> venv = SB3VecEnv("BatchReactor-v1", num_envs=8, budget=5)  # doctest: +SKIP
         >>> model = stable_baselines3.PPO("MlpPolicy", VecMonitor(venv))  # doctest: +SKIP
     """
 
@@ -305,7 +305,7 @@ def lab_reward_function(
     reward judges the form. A *failed* simulation is scored as the lab scores
     it (``invalid_score``), with no penalty: it is not the policy's fault.
 
-    >>> reward = lab_reward_function("BatchReactor-v0", seed=0)
+    >>> reward = lab_reward_function("BatchReactor-v1", seed=0)
     >>> call = ('<tool_call>{"name": "propose_experiment", "arguments": {"temperature_K": 335, '
     ...         '"time_min": 40, "feed_conc_mol_L": 0.2, "catalyst_mol_pct": 4}}</tool_call>')
     >>> [round(r, 3) for r in reward([call, "I would heat it.", [{"role": "assistant", "content": call}]])]

@@ -34,7 +34,7 @@ Backend = Literal["hf", "vllm"]
 
 @dataclass
 class TrainConfig:
-    task: str = "BatchReactor-v0"
+    task: str = "BatchReactor-v1"
     """lab id"""
     model: str = "tiny"
     """'tiny' (built from a config, no download) or a local Hugging Face model folder"""

@@ -272,7 +272,7 @@ def markdown(
     lines = [
         f"## {heading}: GRPO step phases and simulation/generation overlap (`bench/grpo_step.py`)",
         "",
-        f"Tiny model (labtwin `make_policy`, constrained tool calls), BatchReactor-v0, "
+        f"Tiny model (labtwin `make_policy`, constrained tool calls), BatchReactor-v1, "
         f"{cfg.campaigns} x {cfg.group_size} campaigns of {cfg.budget} experiments, "
         f"{cfg.max_new_tokens} new tokens per reply, torch 1 thread; mean of {cfg.steps} steps.",
         "",

@@ -1,6 +1,6 @@
 """Compare the baseline agents on a lab: mean best score after each experiment.
 
-    python examples/compare_baselines.py --task BatchReactor-v0 --campaigns 8
+    python examples/compare_baselines.py --task BatchReactor-v1 --campaigns 8
     python examples/compare_baselines.py --smoke      # seconds, as CI runs it
 
 Writes one run per agent under runs/ and a plot of the mean best-so-far curves.
@@ -21,7 +21,7 @@ from labtwin.runner import run_campaigns
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--task", default="BatchReactor-v0")
+    parser.add_argument("--task", default="BatchReactor-v1")
     parser.add_argument("--agents", nargs="+", default=["random", "cmaes", "bo"])
     parser.add_argument("--campaigns", type=int, default=8)
     parser.add_argument("--budget", type=int, default=None)

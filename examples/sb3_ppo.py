@@ -45,7 +45,7 @@ def mean_return(model, task: str, budget: int, campaigns: int, seed: int) -> flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--task", default="BatchReactor-v0")
+    parser.add_argument("--task", default="BatchReactor-v1")
     parser.add_argument("--budget", type=int, default=5, help="experiments per campaign")
     parser.add_argument("--envs", type=int, default=32, help="campaigns stepped together")
     parser.add_argument("--timesteps", type=int, default=8000, help="experiments to train on")

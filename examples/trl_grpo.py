@@ -70,7 +70,7 @@ def _last(trainer, key: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--task", default="BatchReactor-v0")
+    parser.add_argument("--task", default="BatchReactor-v1")
     parser.add_argument("--model", default="tiny", help="'tiny' or a local model folder")
     parser.add_argument("--warmstart-steps", type=int, default=100, help="SFT steps (0: none)")
     parser.add_argument("--steps", type=int, default=20, help="GRPO steps")

@@ -224,7 +224,7 @@ def score_of(
     """
     if kind == "analysis":
         return None
-    if kind == "experiment" and measurement.ok:
+    if kind == "experiment" and measurement.ok and task.pool_repeats:
         repeats = [m for m in history if m.ok and m.experiment == measurement.experiment]
         return task.score(pool([*repeats, measurement]), conditions)
     if kind != "answer" or not measurement.ok:

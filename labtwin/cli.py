@@ -63,7 +63,7 @@ def tasks_command(
 
 @app.command("describe")
 def describe_command(
-    task: Annotated[str, typer.Argument(help="lab id, e.g. BatchReactor-v0")],
+    task: Annotated[str, typer.Argument(help="lab id, e.g. BatchReactor-v1")],
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Show a lab's brief, experiment schema, observables and reward."""
@@ -102,7 +102,7 @@ def describe_command(
 
 @app.command("run")
 def run_command(
-    task: Annotated[str, typer.Argument(help="lab id, e.g. BatchReactor-v0")],
+    task: Annotated[str, typer.Argument(help="lab id, e.g. BatchReactor-v1")],
     agent: Annotated[str, typer.Option(help="random | cmaes | bo")] = "random",
     campaigns: Annotated[int, typer.Option(min=1, help="number of campaigns")] = 4,
     seed: Annotated[int, typer.Option(min=0, help="campaign i uses seed + i")] = 0,

@@ -84,7 +84,7 @@ def _task_class(task_id: str) -> type[Task]:
 
 
 def list_tasks() -> list[str]:
-    """Ids of all registered labs, e.g. ``["labtwin/BatchReactor-v0", ...]``."""
+    """Ids of all registered labs, e.g. ``["labtwin/BatchReactor-v1", ...]``."""
     discover()
     return sorted(f"{NAMESPACE}/{short}" for short in _TASKS)
 

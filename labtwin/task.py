@@ -80,7 +80,7 @@ class AnalysisTool:
 class Task:
     """Base class of every lab. Subclass it and fill in the declared parts."""
 
-    #: registry name with version, e.g. ``"BatchReactor-v0"``
+    #: registry name with version, e.g. ``"BatchReactor-v1"``
     id: ClassVar[str] = ""
     experiment_model: ClassVar[type[Experiment]]
     observables: ClassVar[tuple[ObservableSpec, ...]] = ()
@@ -97,6 +97,11 @@ class Task:
     baseline_score: ClassVar[float] = 0.0
     #: documented (low, high) of every score; the core clips scores into it (None: unbounded)
     score_range: ClassVar[tuple[float, float] | None] = None
+    #: score a repeat of an experiment from all its measurements pooled (see
+    #: :func:`labtwin.campaign.score_of`); False for labs whose "experiment" is a random
+    #: search (an anneal from a new random start), where a repeat is a new try, not a
+    #: new reading of the same quantity
+    pool_repeats: ClassVar[bool] = True
     #: a campaign succeeds when a score reaches this (see :meth:`success`); None: no predicate
     success_threshold: ClassVar[float | None] = None
     default_budget: ClassVar[int] = 20

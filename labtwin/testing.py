@@ -1,7 +1,7 @@
 """``check_lab``: what every lab, built in or third party, must satisfy.
 
     >>> from labtwin.testing import check_lab
-    >>> check_lab("BatchReactor-v0", budget=3)  # doctest: +SKIP
+    >>> check_lab("BatchReactor-v1", budget=3)  # doctest: +SKIP
 
 It raises ``AssertionError`` with a readable message at the first broken
 promise, and returns the names of the checks that passed:

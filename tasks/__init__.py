@@ -1,12 +1,14 @@
 """The lab catalog: one module per family of lab protocols.
 
-- :mod:`labtwin.tasks.reactor` — batch reactor (BatchReactor-v0) and an
-  activation-energy determination with a final answer (ArrheniusFit-v0).
+- :mod:`labtwin.tasks.reactor` — batch reactor (BatchReactor-v1) and an
+  activation-energy determination with a final answer (ArrheniusFit-v1).
+- :mod:`labtwin.tasks.reactor_protocol` — the batch reactor run by a temperature
+  programme, a text lab (ReactorProtocol-v1).
 - :mod:`labtwin.tasks.md_eos` — Lennard-Jones equation of state on an isotherm
-  (LJEquationOfState-v0), with an isotherm-fit analysis tool and a final answer.
+  (LJEquationOfState-v1), with an isotherm-fit analysis tool and a final answer.
 - :mod:`labtwin.tasks.md_cluster` — annealing schedules for LJ13 and LJ38
   clusters (LJClusterAnneal-v0, LJ38ClusterAnneal-v0).
-- :mod:`labtwin.tasks.md_water` — TIP3P water density with OpenMM (WaterDensity-v0).
+- :mod:`labtwin.tasks.md_water` — TIP3P water density with OpenMM (WaterDensity-v1).
 
 Labs register themselves with :func:`labtwin.register_task`; installed labs are
 also advertised through the ``labtwin.tasks`` entry points in pyproject.toml.

@@ -1,12 +1,13 @@
 """Molecular-dynamics labs, and the closeness score they share.
 
-- :mod:`labtwin.tasks.md_eos` — ``LJEquationOfState-v0``: pressure and energy of the
+- :mod:`labtwin.tasks.md_eos` — ``LJEquationOfState-v1``: pressure and energy of the
   Lennard-Jones fluid at a chosen state; find the density that gives a target pressure
-  on an isotherm (final answer checked against the Johnson-Zollweg-Gubbins EOS).
+  on an isotherm of a fluid whose well depth is hidden per campaign (final answer checked
+  against the Johnson-Zollweg-Gubbins EOS in that fluid's units).
 - :mod:`labtwin.tasks.md_cluster` — ``LJClusterAnneal-v0`` (LJ13) and
   ``LJ38ClusterAnneal-v0``: anneal a Lennard-Jones cluster, quench, and approach the
   known global minimum.
-- :mod:`labtwin.tasks.md_water` — ``WaterDensity-v0``: reach a target TIP3P water density
+- :mod:`labtwin.tasks.md_water` — ``WaterDensity-v1``: reach a target TIP3P water density
   by choosing temperature and pressure (OpenMM, short NPT runs).
 
 Importing this module registers all of them.

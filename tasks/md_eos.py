@@ -5,9 +5,13 @@ default) at a chosen reduced temperature and density, in reduced units (epsilon 
 mass = k_B = 1). The potential is truncated at ``cutoff`` (the largest multiple of 0.05
 sigma up to 2.5 that fits half the densest box: 2.45 for 108 atoms) with the standard tail
 corrections (g(r) = 1 beyond the cutoff) added to pressure and energy. Each run equilibrates
-for ``equilibration_steps`` and then samples every 5 steps for ``n_blocks`` blocks of
-``block_steps`` steps; the observables are block averages and their error bars the
-standard error of the block means, so longer runs cost more and give smaller error bars.
+for ``equilibration_steps`` (800: a dense box started from a lattice needs ~500 steps before
+its pressure settles) and then samples every 5 steps for ``n_blocks`` blocks of
+``block_steps`` steps; the observables are block averages, so longer runs cost more and give
+smaller error bars. The error bar is the standard error of the block means times
+``ERROR_INFLATION``: 25-step blocks are far shorter than the slow pressure fluctuations of a
+108-atom Langevin box, so the plain block error understates the run-to-run scatter by 2 to
+3.4 (calibrated against 32-48 seeds, ``docs/md_labs.md``).
 
 All experiments of a step are one :func:`~labtwin.simulators.md.lj_warp.run_lj` call (one
 Warp kernel launch per stage for all boxes, CUDA where present). The batch runs as long as
@@ -20,7 +24,18 @@ target P_target. Each measurement scores its expected closeness to the target (s
 :func:`~labtwin.tasks.md_common.target_closeness`, tolerance 0.05 + 5 % of P_target), times
 a Gaussian factor of width 0.05 in the distance of the run's temperature from the
 isotherm. A campaign may end with the density as a final answer, scored against the
-Johnson-Zollweg-Gubbins (1993) equation of state of the full LJ fluid.
+Johnson-Zollweg-Gubbins (1993) equation of state of the campaign's fluid.
+
+Hidden well depth: each campaign's fluid has its own well depth epsilon' = lambda epsilon
+(lambda drawn uniformly in ``WELL_DEPTH_RANGE``, a hidden condition); knobs and observables
+stay in units of the reference epsilon. By corresponding states a run at (T, rho) of that
+fluid is a run of the reference fluid at (T / lambda, rho) with pressure, energies and
+temperature multiplied by lambda (exact for the truncated, tail-corrected potential; the
+integrator's dt and friction are in the fluid's own time unit). So the lab simulates the
+reference fluid at T / lambda and scales the observables back, and the answer's truth is
+the JZG density at (T_iso / lambda, P_target / lambda). Without lambda the published EOS
+does not give the answer: it has to be measured. T_iso / lambda stays in [1.5, 3.0]:
+supercritical (T_c ~ 1.31, so P rises monotonically with rho) and inside the JZG fit range.
 """
 
 from __future__ import annotations
@@ -43,11 +58,20 @@ from labtwin.tasks.md_common import engine_versions, target_closeness
 TEMPERATURE_RANGE = (0.8, 3.0)  # T*, inside the JZG fit range 0.7 < T* < 6
 DENSITY_RANGE = (0.05, 0.9)  # rho*, fluid states
 ISOTHERMS = (1.8, 2.4)  # campaign isotherms: supercritical, pressure monotonic in density
-TARGET_DENSITIES = (0.45, 0.8)  # densities whose JZG pressure is a campaign's target
+WELL_DEPTH_RANGE = (0.8, 1.2)  # hidden lambda = epsilon' / epsilon: T_iso / lambda in [1.5, 3]
+TARGET_DENSITIES = (0.4, 0.75)  # densities whose (scaled) JZG pressure is a campaign's target
+#: impossible variant: P_target is this factor above the isotherm's pressure at the densest
+#: knob (rho* = 0.9), so no run in the box reaches it (many tolerances away)
+IMPOSSIBLE_PRESSURE_FACTOR = (1.3, 1.6)
 SAMPLE_EVERY = 5  # MD steps between samples
+#: block errors of 25-step blocks times this = the run-to-run scatter of a run's mean
+#: (measured 2.0-3.4 over states rho* 0.4-0.75 and 100-1000-step runs; the largest is used)
+ERROR_INFLATION = 3.0
 TEMPERATURE_TOLERANCE = 0.05  # width of the isotherm factor of the score (T*)
 ANSWER_TOLERANCE = 0.02  # width of the Gaussian answer score (rho*)
 MAX_ARTIFACT_ROWS = 200
+WELL_DEPTH_SPREAD = (WELL_DEPTH_RANGE[1] - WELL_DEPTH_RANGE[0]) / 2  # told in the brief
+SUCCESS_THRESHOLD = 0.75  # a run's score that counts as having measured the target
 
 
 class EOSRun(Experiment):
@@ -83,6 +107,23 @@ class IsothermDensity(BaseModel):
 def jzg_density_at_pressure(pressure: float, temperature: float) -> float:
     """Density rho* of the JZG fluid with pressure P* at temperature T* (supercritical)."""
     return float(brentq(lambda rho: float(eos.pressure(rho, temperature)) - pressure, 1e-6, 1.25))
+
+
+def scaled_jzg_pressure(density: float, temperature: float, well_depth: float) -> float:
+    """JZG pressure of a fluid of well depth ``well_depth`` * epsilon, in reference units.
+
+    Corresponding states: P(T, rho; lambda epsilon) = lambda P_JZG(T / lambda, rho).
+
+    >>> round(scaled_jzg_pressure(0.6, 2.0, 1.0), 6) == round(float(eos.pressure(0.6, 2.0)), 6)
+    True
+    """
+    return well_depth * float(eos.pressure(density, temperature / well_depth))
+
+
+def scaled_jzg_density(pressure: float, temperature: float, well_depth: float) -> float:
+    """Density at which the fluid of well depth ``well_depth`` * epsilon has pressure P*
+    at temperature T* (reference units): the JZG density at (T / lambda, P / lambda)."""
+    return jzg_density_at_pressure(pressure / well_depth, temperature / well_depth)
 
 
 def fit_isotherm(arguments: dict[str, Any], history: list[Measurement]) -> str:
@@ -132,7 +173,7 @@ def default_cutoff(n_atoms: int, max_density: float = DENSITY_RANGE[1]) -> float
 class LJEquationOfState(Task):
     """Find the density at which an LJ isotherm reaches a target pressure."""
 
-    id = "LJEquationOfState-v0"
+    id = "LJEquationOfState-v1"
     experiment_model = EOSRun
     answer_model = IsothermDensity
     observables = (
@@ -148,28 +189,39 @@ class LJEquationOfState(Task):
     )
     cost_unit = "atom-steps"
     default_budget = 12
+    #: closeness times the isotherm factor, and the Gaussian answer score: both in [0, 1]
+    score_range = (0.0, 1.0)
+    #: a run on the isotherm that measured the target pressure (see :meth:`success`)
+    success_threshold = SUCCESS_THRESHOLD
     reward_description = (
         "each run scores its expected closeness to the target pressure given its error bar "
         "(Gaussian kernel, tolerance 0.05 + 5% of P_target), times exp(-dT^2 / (2 * 0.05^2)) "
         "for a run off the isotherm; an optional final density answer scores "
-        "exp(-(rho - rho_JZG)^2 / (2 * 0.02^2)) against the Johnson-Zollweg-Gubbins EOS"
+        "exp(-(rho - rho_true)^2 / (2 * 0.02^2)) against the Johnson-Zollweg-Gubbins EOS of "
+        "the campaign's fluid (its hidden well depth)"
     )
-    brief = """
-You run molecular dynamics of the Lennard-Jones fluid in reduced units (epsilon = sigma =
-mass = k_B = 1). Each experiment simulates a periodic box of 108 atoms (by default) at the temperature
+    brief = f"""
+You run molecular dynamics of a Lennard-Jones fluid in the reduced units of a reference LJ
+fluid (epsilon = sigma = mass = k_B = 1). Each experiment simulates a periodic box of 108 atoms (by default) at the temperature
 T* and density rho* you choose (Langevin thermostat, dt = 0.005 tau, potential truncated
 near 2.5 sigma with long-range tail corrections) and reports the pressure P*, the potential
-energy per particle and the kinetic temperature, each with the standard error of its block
-average. n_blocks sets the run length: longer runs cost more atom-steps and give smaller
-error bars. The runs are short, so the numbers carry statistical error and a small
-finite-size bias (about 1 % in P*).
+energy per particle and the kinetic temperature, each with an error bar (the standard error
+of its block average, calibrated against repeated runs). n_blocks sets the run length:
+longer runs cost more atom-steps and give smaller error bars. The runs are short, so the
+numbers carry statistical error and a small finite-size bias (P* reads 1-3 % low).
+
+The well depth of the fluid differs from campaign to campaign (by up to {WELL_DEPTH_SPREAD:.0%} either way) and
+is not told: temperatures, pressures and energies are given in units of a fixed reference
+epsilon, not of this fluid's own. The published reference equation of state of the LJ fluid
+(Johnson, Zollweg and Gubbins 1993) holds only in the fluid's own reduced units, so it cannot
+give the answer on its own: measure.
 
 Goal: on the isotherm T_iso stated at the start of the campaign, find the density at which
 the pressure equals the target pressure P_target. A run scores its expected closeness to
 the target given its error bar (tolerance 0.05 + 5 % of P_target), reduced when its
 temperature is off the isotherm (width 0.05). You may end the campaign by submitting the
 density as a final answer; it scores exp(-(error / 0.02)^2 / 2) against the reference
-equation of state of the LJ fluid (Johnson, Zollweg and Gubbins 1993).
+equation of state evaluated for this campaign's fluid.
 """
 
     def __init__(
@@ -177,11 +229,12 @@ equation of state of the LJ fluid (Johnson, Zollweg and Gubbins 1993).
         budget: int | None = None,
         n_atoms: int = 108,
         block_steps: int = 25,
-        equilibration_steps: int = 200,
+        equilibration_steps: int = 800,
         dt: float = 0.005,
         friction: float = 1.0,
         cutoff: float | None = None,
         device: str | None = None,
+        impossible: bool = False,
     ) -> None:
         super().__init__(budget)
         if n_atoms < 32:
@@ -197,6 +250,7 @@ equation of state of the LJ fluid (Johnson, Zollweg and Gubbins 1993).
         self.friction = float(friction)
         self.cutoff = float(cutoff) if cutoff is not None else default_cutoff(self.n_atoms)
         self._device = device
+        self.impossible = bool(impossible)
 
     @property
     def device(self) -> str:
@@ -209,20 +263,43 @@ equation of state of the LJ fluid (Johnson, Zollweg and Gubbins 1993).
     # ---- campaign conditions -------------------------------------------------------
 
     @staticmethod
-    def _conditions(temperature: float, density: float) -> dict[str, Any]:
-        target_pressure = round(float(eos.pressure(density, temperature)), 3)
+    def conditions_for(temperature: float, density: float, well_depth: float) -> dict[str, Any]:
+        """Conditions whose target is the pressure of the campaign's fluid at ``density``."""
+        target_pressure = round(scaled_jzg_pressure(density, temperature, well_depth), 3)
         return {
             "temperature": temperature,
             "target_pressure": target_pressure,
-            "target_density": jzg_density_at_pressure(target_pressure, temperature),
+            "well_depth": well_depth,
+            "target_density": scaled_jzg_density(target_pressure, temperature, well_depth),
+        }
+
+    @staticmethod
+    def impossible_conditions_for(
+        temperature: float, factor: float, well_depth: float
+    ) -> dict[str, Any]:
+        """A target pressure ``factor`` times the isotherm's pressure at the densest knob:
+        no run in the box reaches it, and no answer is right (``target_density`` None)."""
+        densest = scaled_jzg_pressure(DENSITY_RANGE[1], temperature, well_depth)
+        return {
+            "temperature": temperature,
+            "target_pressure": round(factor * densest, 3),
+            "well_depth": well_depth,
+            "target_density": None,
         }
 
     def nominal_conditions(self) -> dict[str, Any]:
-        return self._conditions(2.0, 0.6)
+        if self.impossible:
+            return self.impossible_conditions_for(2.0, IMPOSSIBLE_PRESSURE_FACTOR[0], 1.0)
+        return self.conditions_for(2.0, 0.6, 1.0)
 
     def sample_conditions(self, rng: np.random.Generator) -> dict[str, Any]:
         temperature = round(float(rng.uniform(*ISOTHERMS)), 2)
-        return self._conditions(temperature, float(rng.uniform(*TARGET_DENSITIES)))
+        well_depth = round(float(rng.uniform(*WELL_DEPTH_RANGE)), 4)
+        if self.impossible:
+            factor = float(rng.uniform(*IMPOSSIBLE_PRESSURE_FACTOR))
+            return self.impossible_conditions_for(temperature, factor, well_depth)
+        density = float(rng.uniform(*TARGET_DENSITIES))
+        return self.conditions_for(temperature, density, well_depth)
 
     def describe_conditions(self, conditions: dict[str, Any]) -> str:
         return (
@@ -236,10 +313,13 @@ equation of state of the LJ fluid (Johnson, Zollweg and Gubbins 1993).
         from labtwin.simulators.md.lj_warp import run_lj
 
         seeds = np.array([rng.integers(0, 2**31, size=2) for rng in rngs])
+        # corresponding states: the campaign's fluid at T is the reference fluid at T / lambda
+        well_depth = np.array([float(c["well_depth"]) for c in conditions])
+        reference_t = np.array([e.temperature for e in experiments]) / well_depth
         state = MDState.concatenate(
             [
-                lj_fluid(self.n_atoms, e.density, e.temperature, seed=int(s[0]))
-                for e, s in zip(experiments, seeds)
+                lj_fluid(self.n_atoms, e.density, t, seed=int(s[0]))
+                for e, t, s in zip(experiments, reference_t, seeds)
             ]
         )
         blocks = np.array([e.n_blocks for e in experiments])
@@ -247,7 +327,7 @@ equation of state of the LJ fluid (Johnson, Zollweg and Gubbins 1993).
             state,
             int(blocks.max()) * self.block_steps,
             dt=self.dt,
-            temperature=np.array([e.temperature for e in experiments]),
+            temperature=reference_t,
             friction=self.friction,
             seed=seeds[:, 1],
             sample_every=SAMPLE_EVERY,
@@ -267,8 +347,9 @@ equation of state of the LJ fluid (Johnson, Zollweg and Gubbins 1993).
         out = []
         for i, e in enumerate(experiments):
             n = int(e.n_blocks) * samples_per_block
+            # P*, U*/N and T* all scale with epsilon: back to the reference epsilon's units
             series = {
-                name: result.series[name][:n, i]
+                name: result.series[name][:n, i] * well_depth[i]
                 for name in ("pressure", "potential_energy", "temperature")
             }
             cost = float(self.n_atoms * (self.equilibration_steps + e.n_blocks * self.block_steps))
@@ -284,6 +365,7 @@ equation of state of the LJ fluid (Johnson, Zollweg and Gubbins 1993).
             observables = {}
             for spec in self.observables:
                 mean, err = block_average(series[spec.name], int(e.n_blocks))
+                err = err * ERROR_INFLATION
                 observables[spec.name] = Value(float(mean), spec.unit, float(err))
             stride = max(1, -(-n // MAX_ARTIFACT_ROWS))
             time = result.time[:n:stride]
@@ -337,5 +419,19 @@ equation of state of the LJ fluid (Johnson, Zollweg and Gubbins 1993).
         return closeness * math.exp(-0.5 * off**2)
 
     def score_answer(self, answer: IsothermDensity, conditions, history) -> float:
+        if conditions["target_density"] is None:  # impossible variant: no density is right
+            return 0.0
         error = answer.density - conditions["target_density"]
         return math.exp(-0.5 * (error / ANSWER_TOLERANCE) ** 2)
+
+    def success(self, records: list[Any], conditions: dict[str, Any]) -> bool:
+        """A run on the isotherm measured the target pressure: some ``ok`` experiment scored
+        at least ``success_threshold``. Answers are paid but do not count: a density guessed
+        from the published EOS without measuring is right in some campaigns by luck (dense
+        fluids barely feel the well depth), and success is what the lab measured."""
+        scores = [
+            r.score
+            for r in records
+            if r.kind == "experiment" and r.score is not None and r.measurement.ok
+        ]
+        return bool(scores) and max(scores) >= self.success_threshold

@@ -21,8 +21,21 @@ no batch of independent boxes). Each run reseeds the thermostat, barostat and ve
 from the experiment's seed and reinitialises the Context, so a result depends only on the
 experiment and its seed (on CUDA, forces are summed deterministically).
 
+What the knobs do in such runs (measured, ``docs/md_labs.md``: 32 seeds per state at
+n_blocks = 8): the mean density is 0.972 g/cm^3 at 275 K and 1 bar, rises by about 0.011
+(1.1 %) from 1 to 2000 bar and falls by about 0.006 (0.6 %) from 275 to 370 K, so the whole
+box reaches 0.966 (370 K, 1 bar) to 0.983 (275 K, 2000 bar); one run scatters by about
+0.008 about its state's mean. Equilibrated TIP3P would respond far more (about 9 % over
+2000 bar); these runs are too short for the barostat to get there. Campaign targets are
+drawn in ``TARGET_DENSITIES`` (0.970 to 0.979), inside the reach with a margin of two to
+three standard errors of those means; ``impossible=True`` draws them in
+``IMPOSSIBLE_TARGETS`` (1.02 to 1.04), which no state in the box reaches.
+
 Reward: expected closeness of the density to the campaign's target given the error bar
-(:func:`~labtwin.tasks.md_common.target_closeness`, tolerance 0.01 g/cm^3).
+(:func:`~labtwin.tasks.md_common.target_closeness`, tolerance 0.01 g/cm^3). One run's error
+bar is the floor (0.023 at 275 K to 0.026 at 370 K), so one run scores at most 0.36-0.40;
+repeats of an experiment pool (the core's rule), and n pooled runs on target score up to
+0.01 / sqrt(1e-4 + sigma^2 / n), which with 3 runs passes ``SUCCESS_THRESHOLD``.
 Cost: simulated time (equilibration + production) in ps.
 """
 
@@ -36,7 +49,11 @@ import numpy as np
 from labtwin import Experiment, Measurement, ObservableSpec, Task, Value, knob, register_task
 from labtwin.tasks.md_common import engine_versions, target_closeness
 
-TARGET_DENSITIES = (0.96, 1.04)  # g/cm^3, drawn per campaign
+#: g/cm^3, drawn per campaign: inside the 0.966-0.983 the box's default runs reach (measured)
+TARGET_DENSITIES = (0.970, 0.979)
+IMPOSSIBLE_TARGETS = (1.02, 1.04)  # g/cm^3: above anything the box reaches (impossible=True)
+#: a pooled score that needs >= 3 repeats of a state whose mean is within ~0.009 of the target
+SUCCESS_THRESHOLD = 0.5
 DENSITY_TOLERANCE = 0.01  # g/cm^3, width of the closeness kernel
 KAPPA_T_PER_BAR = 5.7e-5  # isothermal compressibility of TIP3P water near ambient conditions
 VOLUME_CORRELATION_PS = 2.0  # assumed correlation time of the MC-barostat box volume
@@ -74,7 +91,7 @@ def density_fluctuation(density: float, temperature_k: float, volume_nm3: float)
 class WaterDensity(Task):
     """Reach a target TIP3P water density by choosing temperature and pressure."""
 
-    id = "WaterDensity-v0"
+    id = "WaterDensity-v1"
     experiment_model = WaterRun
     observables = (
         ObservableSpec("density", "g/cm^3", "mean density of the box during production"),
@@ -85,6 +102,9 @@ class WaterDensity(Task):
     cost_unit = "ps"
     public_conditions = (ObservableSpec("target_density", "g/cm^3", "target density"),)
     default_budget = 10
+    #: the closeness kernel's expectation lies in [0, 1]
+    score_range = (0.0, 1.0)
+    success_threshold = SUCCESS_THRESHOLD
     reward_description = (
         "expected closeness of the measured density to the target density given its error "
         "bar (Gaussian kernel, tolerance 0.01 g/cm^3)"
@@ -94,14 +114,20 @@ You run short molecular-dynamics simulations of liquid water (TIP3P model, OpenM
 small periodic box of about 130 molecules. For each run choose the temperature (K), the
 pressure (bar) and the run length (n_blocks blocks of 0.05 ps). The lab reports the mean
 density (g/cm^3) and potential energy per molecule with their uncertainties. The numbers
-come from very short simulations that start near 298 K and 1 bar, so they scatter and
-lag behind the state you ask for; their error bars include the density fluctuation of
-such a small box (about 0.02 g/cm^3). Water gets denser with pressure (about 4.5 % per
-1000 bar) and, above about 277 K, less dense when heated.
+come from very short simulations (0.15 to 0.45 ps) that all start from one box
+equilibrated at 298 K and 1 bar, so they lag far behind the state you ask for: equilibrated
+TIP3P would be about 9 % denser at 2000 bar than at 1 bar, but in these runs the mean
+density (with n_blocks = 8) only moves from about 0.972 g/cm^3 at 275 K and 1 bar up by
+about 0.011 at 2000 bar, and down by about 0.006 on heating to 370 K; the whole box reaches
+about 0.966 (370 K, 1 bar) to 0.983 (275 K, 2000 bar). Shorter runs move less. One run
+scatters by about 0.008 g/cm^3 about that mean; its error bar (about 0.024 g/cm^3) is the
+density fluctuation of such a small box, so one run is never precise.
 
 Goal: find a temperature and pressure at which the measured density equals the target
 density stated at the start of the campaign. A run scores the expected closeness of its
-density to the target given its error bar (tolerance 0.01 g/cm^3).
+density to the target given its error bar (tolerance 0.01 g/cm^3): one run scores at most
+about 0.4; repeating the same experiment pools its runs (their mean, with a smaller error
+bar), which is how a score rises.
 """
 
     def __init__(
@@ -113,6 +139,7 @@ density to the target given its error bar (tolerance 0.01 g/cm^3).
         equilibration_ps: float = 0.05,
         start_equilibrated_ps: float = 1.0,
         platform: str | None = None,
+        impossible: bool = False,
     ) -> None:
         super().__init__(budget)
         if cutoff_nm >= box_nm / 2 * 0.95:
@@ -128,6 +155,7 @@ density to the target given its error bar (tolerance 0.01 g/cm^3).
         self.equilibration_ps = float(equilibration_ps)
         self.start_equilibrated_ps = float(start_equilibrated_ps)
         self._platform = platform
+        self.impossible = bool(impossible)
 
     @property
     def platform(self) -> str:
@@ -139,11 +167,16 @@ density to the target given its error bar (tolerance 0.01 g/cm^3).
 
     # ---- campaign conditions -------------------------------------------------------
 
+    @property
+    def target_range(self) -> tuple[float, float]:
+        """Where campaign targets are drawn (g/cm^3): reachable, or not if ``impossible``."""
+        return IMPOSSIBLE_TARGETS if self.impossible else TARGET_DENSITIES
+
     def nominal_conditions(self) -> dict[str, Any]:
-        return {"target_density": 1.0}
+        return {"target_density": round(sum(self.target_range) / 2, 3)}
 
     def sample_conditions(self, rng: np.random.Generator) -> dict[str, Any]:
-        return {"target_density": round(float(rng.uniform(*TARGET_DENSITIES)), 3)}
+        return {"target_density": round(float(rng.uniform(*self.target_range)), 3)}
 
     def describe_conditions(self, conditions: dict[str, Any]) -> str:
         return f"Target density: {conditions['target_density']:.3f} g/cm^3."

@@ -14,7 +14,11 @@ temperature.
 
 The experiment has no numeric (``Box``) reading, since its length varies; the
 Gymnasium view takes it as JSON text. Each run costs its total reaction time
-plus the work-up, in hours; the score is the measured yield of B.
+plus the work-up, in hours; the score is the measured yield of B (repeats of
+one programme scored from their pooled readings), and a campaign succeeds at
+a yield of 0.85, as BatchReactor's. ``impossible=True`` gives the sluggish
+reagents of :func:`~labtwin.tasks.reactor.sluggish`, checked against the
+longest programme (four stages of 120 min): no programme reaches 26 % yield.
 """
 
 from __future__ import annotations
@@ -30,8 +34,10 @@ from labtwin import Experiment, Measurement, knob, register_task
 from labtwin.experiment import field_bounds
 from labtwin.simulators.kinetics import default_device, integrate_stages
 from labtwin.tasks.reactor import (
+    CALIBRATION_TEXT,
     N_STEPS,
     NETWORK,
+    SUCCESS_YIELD,
     WORKUP_MIN,
     BatchReactor,
     _ReactorBase,
@@ -119,15 +125,22 @@ def run_programmes(
 
 @register_task
 class ReactorProtocol(_ReactorBase):
-    """Maximise the yield of B from a batch reactor run by a temperature programme."""
+    """Maximise the yield of B from a batch reactor run by a temperature programme.
 
-    id = "ReactorProtocol-v0"
+    Success: a measured yield of at least 0.85 (``success_threshold``, the batch
+    reactor's). Random search (the lab's random programmes, 12 per campaign)
+    reaches it in 31 % of 64 campaigns; the nominal lab's best one-stage run
+    (313 K for 120 min, 0.1 mol/L, 5 mol%) followed by a local search, in all
+    16 campaigns of the red-team test. ``impossible=True``: no programme can
+    exceed a true yield of 0.26; the best found is below 0.01.
+    """
+
+    id = "ReactorProtocol-v1"
     experiment_model = TemperatureProgramme
     observables = BatchReactor.observables
     default_budget = 12
-    reward_description = (
-        "measured yield of B (0..1); a campaign's return is its best measured yield"
-    )
+    success_threshold = SUCCESS_YIELD
+    reward_description = BatchReactor.reward_description
     brief = f"""
 You run a batch reactor. Feed A converts to the wanted product B (A -> B, sped
 up by a catalyst); B over-reacts to C (B -> C) and two molecules of A can
@@ -135,12 +148,20 @@ dimerise to D (2A -> D). For each run choose the feed concentration of A, the
 catalyst loading and a temperature programme: a list of {MIN_STAGES} to {MAX_STAGES} stages,
 run one after the other, each holding the jacket at a temperature
 ({_T_LOW:g}-{_T_HIGH:g} K) for a time ({_TIME_LOW:g}-{_TIME_HIGH:g} min). After each run the HPLC
-reports the concentrations of A, B, C and D with their uncertainties, and the
-yield of B. A run costs its total reaction time plus {WORKUP_MIN:g} min of work-up.
-Find the programme that gives the highest yield of B within the experiment
-budget, and whether changing the temperature during a run beats holding it
-constant. The kinetics of this batch of reagents are not known in advance.
+reports the concentrations of A, B, C and D with their uncertainties (its
+calibration: {CALIBRATION_TEXT}), and the yield of B. A run
+costs its total reaction time plus {WORKUP_MIN:g} min of work-up. Find the programme
+that gives the highest yield of B within the experiment budget, and whether
+changing the temperature during a run beats holding it constant; a yield of
+{SUCCESS_YIELD:g} or more counts as a success. Repeating a programme exactly scores the
+pooled mean of its readings. The kinetics of this batch of reagents are not
+known in advance.
 """
+
+    def box_extremes(self) -> tuple[float, float, float]:
+        """Hottest stage (K), highest loading (mol%) and longest programme (all stages, min)."""
+        loading = field_bounds(TemperatureProgramme.model_fields["catalyst_mol_pct"])[1]
+        return _T_HIGH, loading, MAX_STAGES * _TIME_HIGH
 
     def random_experiment(self, rng: np.random.Generator) -> TemperatureProgramme:
         """A valid programme: 1-4 stages, every knob uniform (log-uniform for times) in bounds."""

@@ -17,7 +17,7 @@ def test_agents_are_registered() -> None:
 
 @pytest.mark.parametrize("name", ["random", "cmaes", "bo"])
 def test_agent_proposals_stay_in_the_box_and_are_seeded(name: str) -> None:
-    space = labtwin.load_task("BatchReactor-v0").numeric_view.space
+    space = labtwin.load_task("BatchReactor-v1").numeric_view.space
 
     def proposals(seed: int) -> np.ndarray:
         agent = load_agent(name)
@@ -43,7 +43,7 @@ def test_bo_beats_random_search_on_the_reactor(tmp_path) -> None:
     results = {}
     for agent in ("random", "bo"):
         summaries, path = run_campaigns(
-            "BatchReactor-v0",
+            "BatchReactor-v1",
             agent,
             n_campaigns=4,
             seed=0,

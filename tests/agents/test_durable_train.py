@@ -10,7 +10,7 @@ import time
 
 import labtwin
 
-TASK = "BatchReactor-v0"
+TASK = "BatchReactor-v1"
 SMALL = [
     "--task", TASK, "--steps", "6", "--budget", "1", "--group-size", "2",
     "--campaigns-per-step", "2", "--warmstart-steps", "0", "--no-progress",

@@ -15,7 +15,7 @@ from labtwin.agents.interop import SB3VecEnv, lab_prompt, lab_reward_function
 from labtwin.campaign import CampaignBatch, derive_seeds
 from labtwin.tools import PROPOSE, format_tool_call
 
-TASK = "BatchReactor-v0"
+TASK = "BatchReactor-v1"
 
 
 @pytest.fixture(scope="module")

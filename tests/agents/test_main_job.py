@@ -48,6 +48,6 @@ def test_labtwin_train_defaults_raise_the_reward(tmp_path) -> None:
         assert key in train_metrics[-1]
     assert (tmp_path / "run" / "training.png").stat().st_size > 1000
     assert len(run.records) == 20 * 4 * 8 * 2  # every training step of every campaign recorded
-    assert run.rescore(labtwin.load_task("BatchReactor-v0", budget=2)) == [
+    assert run.rescore(labtwin.load_task("BatchReactor-v1", budget=2)) == [
         r.score for r in run.records
     ]

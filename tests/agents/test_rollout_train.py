@@ -22,7 +22,7 @@ def policy():
 
 
 def test_token_masks_separate_model_and_environment(policy) -> None:
-    task = labtwin.load_task("BatchReactor-v0", budget=2)
+    task = labtwin.load_task("BatchReactor-v1", budget=2)
     replies = [format_tool_call("propose_experiment", RUN), "I am not sure."]
 
     def script(live, env):
@@ -49,7 +49,7 @@ def test_token_masks_separate_model_and_environment(policy) -> None:
 
 def test_free_text_model_output_never_crashes_a_rollout(policy) -> None:
     """An untrained model without constraints writes garbage: every call is invalid."""
-    task = labtwin.load_task("BatchReactor-v0", budget=2)
+    task = labtwin.load_task("BatchReactor-v1", budget=2)
     episodes, timing = run_episodes(policy, task, [0, 1], 2, max_new_tokens=24, seed=0)
     assert len(episodes) == 4 and all(e.turns == 2 for e in episodes)
     assert all(m.status == "invalid" for e in episodes for m in e.measurements)
@@ -58,7 +58,7 @@ def test_free_text_model_output_never_crashes_a_rollout(policy) -> None:
 
 
 def test_grpo_update_changes_parameters(policy) -> None:
-    task = labtwin.load_task("BatchReactor-v0", budget=1)
+    task = labtwin.load_task("BatchReactor-v1", budget=1)
     rng = np.random.default_rng(0)
 
     def script(live, env):
@@ -142,7 +142,7 @@ def test_constrained_sampling_keeps_unconstrained_logprobs(policy) -> None:
     is the one way a grammar-constrained call can still be invalid."""
     from labtwin.agents.train import make_grammar
 
-    task = labtwin.load_task("BatchReactor-v0", budget=2)
+    task = labtwin.load_task("BatchReactor-v1", budget=2)
     grammar = make_grammar(policy, task, TrainConfig(budget=2))
     episodes, _ = run_episodes(
         policy, task, [0], 3, max_new_tokens=160, logits_processor=grammar, seed=1
@@ -187,7 +187,7 @@ def test_hostile_replies_never_crash_a_rollout(policy) -> None:
 
     from labtwin.testing import hostile_text_strategy
 
-    task = labtwin.load_task("BatchReactor-v0", budget=2)
+    task = labtwin.load_task("BatchReactor-v1", budget=2)
     fixed = [
         " " * 100_000 + "<tool_call>",  # was quadratic in the tool-call pattern
         "<tool_call>" + "[" * 50_000 + "</tool_call>",

@@ -18,7 +18,7 @@ from labtwin.tools import lab_tools, parse_tool_call
 
 def test_tool_call_schema_accepts_exactly_the_lab_calls() -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    schema = tool_call_schema(lab_tools(labtwin.load_task("ArrheniusFit-v0")))
+    schema = tool_call_schema(lab_tools(labtwin.load_task("ArrheniusFit-v1")))
     good = {"name": "propose_experiment", "arguments": {"temperature_K": 330, "time_min": 5}}
     jsonschema.validate(good, schema)
     jsonschema.validate(

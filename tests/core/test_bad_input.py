@@ -29,7 +29,7 @@ CASES = [
 
 @pytest.mark.parametrize("proposal, reason", CASES)
 def test_invalid_proposal_is_a_measurement(proposal, reason: str) -> None:
-    env = labtwin.make("BatchReactor-v0", budget=3, invalid_penalty=0.1)
+    env = labtwin.make("BatchReactor-v1", budget=3, invalid_penalty=0.1)
     env.reset(seed=0)
     obs, reward, terminated, truncated, info = env.step(proposal)
     m = info["measurement"]
@@ -46,7 +46,7 @@ def test_invalid_proposal_is_a_measurement(proposal, reason: str) -> None:
 
 
 def test_measure_mixes_valid_and_invalid_in_one_batch() -> None:
-    task = labtwin.load_task("BatchReactor-v0")
+    task = labtwin.load_task("BatchReactor-v1")
     out = task.measure([GOOD, "{oops", {**GOOD, "catalyst_mol_pct": 9}, GOOD], seed=1)
     assert [m.status for m in out] == ["ok", "invalid", "invalid", "ok"]
     assert out[0].experiment == GOOD and out[0].cost > 0 and out[1].cost == 0
@@ -57,7 +57,7 @@ def test_blown_up_simulation_is_failed_not_raised() -> None:
 
     class Exploding(labtwin.Task):
         id = "Exploding-v0"
-        experiment_model = type(labtwin.load_task("ArrheniusFit-v0")).experiment_model
+        experiment_model = type(labtwin.load_task("ArrheniusFit-v1")).experiment_model
         observables = (labtwin.ObservableSpec("x", "", "a value"),)
 
         def simulate(self, experiments, conditions, rngs):
@@ -78,7 +78,7 @@ def test_blown_up_simulation_is_failed_not_raised() -> None:
 
 
 def test_invalid_answers_and_valid_answers() -> None:
-    env = labtwin.make("ArrheniusFit-v0")
+    env = labtwin.make("ArrheniusFit-v1")
     env.reset(seed=0)
     answer = labtwin.Answer({"activation_energy_kJ_mol": "sixty"})
     _, reward, terminated, _, info = env.step(answer)

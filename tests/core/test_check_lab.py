@@ -24,7 +24,7 @@ def test_every_registered_lab_passes(task_id: str) -> None:
     assert check_lab(task_id, budget=3) == ALL_CHECKS
 
 
-Reactor = type(labtwin.load_task("BatchReactor-v0"))
+Reactor = type(labtwin.load_task("BatchReactor-v1"))
 
 
 class UndeclaredObservable(Reactor):

@@ -26,11 +26,11 @@ def test_tasks_json_lists_every_lab() -> None:
 
 
 def test_describe_shows_schema_and_reward() -> None:
-    result = runner.invoke(app, ["describe", "BatchReactor-v0", "--json"])
+    result = runner.invoke(app, ["describe", "BatchReactor-v1", "--json"])
     info = json.loads(result.output)
     assert info["experiment_schema"]["properties"]["temperature_K"]["maximum"] == 380
     assert "yield" in info["reward"]
-    text = runner.invoke(app, ["describe", "BatchReactor-v0"]).output
+    text = runner.invoke(app, ["describe", "BatchReactor-v1"]).output
     assert "catalyst_mol_pct" in text and "[K]" in text
 
 
@@ -45,7 +45,7 @@ def test_run_writes_a_run_and_a_summary(tmp_path) -> None:
         app,
         [
             "run",
-            "BatchReactor-v0",
+            "BatchReactor-v1",
             "--agent",
             "random",
             "--campaigns",
@@ -109,10 +109,10 @@ def test_examples_run_in_smoke_mode(tmp_path) -> None:
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["run", "BatchReactor-v0", "--agent", "nope"], "unknown agent 'nope'"),
+        (["run", "BatchReactor-v1", "--agent", "nope"], "unknown agent 'nope'"),
         (["run", "Nope-v0"], "unknown lab"),
-        (["run", "BatchReactor-v0", "--seed", "-1"], "greater than or equal to 0"),
-        (["run", "ReactorProtocol-v0", "--agent", "cmaes"], "needs a lab with a numeric view"),
+        (["run", "BatchReactor-v1", "--seed", "-1"], "greater than or equal to 0"),
+        (["run", "ReactorProtocol-v1", "--agent", "cmaes"], "needs a lab with a numeric view"),
         (["plot", "/nonexistent/run"], "not a labtwin run"),
     ],
 )
@@ -124,7 +124,7 @@ def test_bad_cli_input_is_one_line_and_exit_2(args, message, tmp_path) -> None:
 
 def test_run_refuses_an_existing_run_directory(tmp_path) -> None:
     out = tmp_path / "run"
-    args = ["run", "BatchReactor-v0", "--campaigns", "1", "--budget", "1", "--out", str(out)]
+    args = ["run", "BatchReactor-v1", "--campaigns", "1", "--budget", "1", "--out", str(out)]
     assert CliRunner().invoke(app, [*args, "--no-progress"]).exit_code == 0
     again = CliRunner().invoke(app, [*args, "--no-progress"])
     assert again.exit_code == 2 and "already holds a run" in again.output

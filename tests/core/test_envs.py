@@ -14,7 +14,7 @@ import labtwin
 
 def test_registry_lists_the_catalog() -> None:
     ids = labtwin.list_tasks()
-    assert "labtwin/BatchReactor-v0" in ids
+    assert "labtwin/BatchReactor-v1" in ids
     assert all(i.startswith("labtwin/") and "-v" in i for i in ids)
     for task_id in ids:
         assert labtwin.load_task(task_id).id == task_id.split("/", 1)[1]
@@ -28,7 +28,7 @@ def test_gymnasium_make_and_make_vec(task_id: str) -> None:
 
 
 def test_vector_env_autoresets_next_step() -> None:
-    venv = labtwin.make_vec("BatchReactor-v0", 2, budget=2)
+    venv = labtwin.make_vec("BatchReactor-v1", 2, budget=2)
     venv.reset(seed=0)
     a = venv.action_space.sample()
     venv.step(a)
@@ -44,7 +44,7 @@ def test_vector_env_autoresets_next_step() -> None:
 def test_vector_env_autoresets_same_step() -> None:
     """Same-step mode: the step that ends a campaign returns the next campaign's first
     observation, with the final one in infos["final_obs"]; no step is spent on the reset."""
-    venv = labtwin.make_vec("BatchReactor-v0", 2, budget=2, autoreset_mode="SameStep")
+    venv = labtwin.make_vec("BatchReactor-v1", 2, budget=2, autoreset_mode="SameStep")
     venv.reset(seed=0)
     a = venv.action_space.sample()
     venv.step(a)
@@ -59,7 +59,7 @@ def test_vector_env_autoresets_same_step() -> None:
 
 
 def test_improvement_rewards_sum_to_best_score() -> None:
-    env = labtwin.make("BatchReactor-v0", budget=6)
+    env = labtwin.make("BatchReactor-v1", budget=6)
     env.reset(seed=3)
     env.action_space.seed(3)
     total, scores = 0.0, []
@@ -73,7 +73,7 @@ def test_improvement_rewards_sum_to_best_score() -> None:
 
 def test_text_and_numeric_proposals_agree() -> None:
     """A JSON proposal and the numeric vector of the same experiment measure the same."""
-    task = labtwin.load_task("BatchReactor-v0")
+    task = labtwin.load_task("BatchReactor-v1")
     experiment = {
         "temperature_K": 340.0,
         "time_min": 30.0,
@@ -81,8 +81,8 @@ def test_text_and_numeric_proposals_agree() -> None:
         "catalyst_mol_pct": 2.5,
     }
     vector = task.numeric_view.to_vector(task.experiment_model(**experiment))
-    as_text = labtwin.make("BatchReactor-v0")
-    as_vector = labtwin.make("BatchReactor-v0")
+    as_text = labtwin.make("BatchReactor-v1")
+    as_vector = labtwin.make("BatchReactor-v1")
     as_text.reset(seed=5)
     as_vector.reset(seed=5)
     _, _, _, _, info_text = as_text.step(
@@ -98,7 +98,7 @@ def test_text_and_numeric_proposals_agree() -> None:
 def test_numeric_observation_states_what_the_llm_is_told() -> None:
     """LJ EOS: the isotherm and target pressure stated to an LLM are in row 0 of the
     numeric observation (both views solve the same task)."""
-    env = labtwin.make("LJEquationOfState-v0")
+    env = labtwin.make("LJEquationOfState-v1")
     obs, _ = env.reset(seed=4)
     conditions = env.unwrapped.campaign.conditions
     assert obs[0, 0] == 1.0
@@ -110,9 +110,9 @@ def test_numeric_observation_states_what_the_llm_is_told() -> None:
 
 
 def test_text_lab_is_a_text_env_and_numeric_lab_a_box() -> None:
-    reactor = labtwin.make("BatchReactor-v0")
+    reactor = labtwin.make("BatchReactor-v1")
     assert isinstance(reactor.action_space, gym.spaces.Box)
-    protocol = labtwin.make("ReactorProtocol-v0")
+    protocol = labtwin.make("ReactorProtocol-v1")
     assert isinstance(protocol.action_space, gym.spaces.Text)
     assert protocol.unwrapped.task.numeric_view is None
 
@@ -123,7 +123,7 @@ class FieldNamedAnswer(labtwin.Experiment):
     )
 
 
-class AnswerFieldLab(type(labtwin.load_task("ArrheniusFit-v0"))):
+class AnswerFieldLab(type(labtwin.load_task("ArrheniusFit-v1"))):
     """A lab whose experiment has a field named ``answer`` (impossible with in-band answers)."""
 
     id = "AnswerFieldLab-v0"
@@ -132,7 +132,7 @@ class AnswerFieldLab(type(labtwin.load_task("ArrheniusFit-v0"))):
     def simulate(self, experiments, conditions, rngs):
         runs = [{"temperature_K": 300 + 80 * e.answer, "time_min": 10.0} for e in experiments]
         return super().simulate(
-            [type(labtwin.load_task("ArrheniusFit-v0")).experiment_model(**r) for r in runs],
+            [type(labtwin.load_task("ArrheniusFit-v1")).experiment_model(**r) for r in runs],
             conditions,
             rngs,
         )
@@ -148,7 +148,7 @@ def test_a_field_named_answer_is_an_experiment_and_answers_are_typed() -> None:
 
 
 def test_turn_cap_ends_a_campaign_of_analysis_calls() -> None:
-    task = labtwin.load_task("LJEquationOfState-v0", budget=3)
+    task = labtwin.load_task("LJEquationOfState-v1", budget=3)
     batch = labtwin.CampaignBatch(task, 1)
     batch.reset([0], [0])
     call = labtwin.Analysis("fit_isotherm", {"temperature": 2.0, "target_pressure": 1.0})
@@ -165,8 +165,8 @@ def test_turn_cap_ends_a_campaign_of_analysis_calls() -> None:
 
 
 def test_a_text_lab_can_offer_a_numeric_view_of_its_own() -> None:
-    """ReactorProtocol-v0 with one fixed stage: feed and catalyst become a Box view."""
-    Protocol = type(labtwin.load_task("ReactorProtocol-v0"))
+    """ReactorProtocol-v1 with one fixed stage: feed and catalyst become a Box view."""
+    Protocol = type(labtwin.load_task("ReactorProtocol-v1"))
     stage = [{"temperature_K": 340.0, "time_min": 30.0}]
 
     class OneStage(Protocol):

@@ -31,10 +31,10 @@ def recorded_campaigns(path, task, seeds, proposals_per_step):
 
 
 def test_round_trip_conditions_records_and_artifacts(tmp_path) -> None:
-    task = labtwin.load_task("BatchReactor-v0", budget=2)
+    task = labtwin.load_task("BatchReactor-v1", budget=2)
     batch = recorded_campaigns(tmp_path / "run", task, [2, 3], [[GOOD, "{not json"], [GOOD, GOOD]])
     run = labtwin.runs.load(tmp_path / "run")
-    assert run.config["task"] == "BatchReactor-v0" and "created" in run.config
+    assert run.config["task"] == "BatchReactor-v1" and "created" in run.config
     assert [r.kind for r in run.records] == ["experiment"] * 4
     assert [r.measurement.status for r in run.records] == ["ok", "invalid", "ok", "ok"]
     for campaign in batch.campaigns:
@@ -56,7 +56,7 @@ def test_round_trip_conditions_records_and_artifacts(tmp_path) -> None:
 
 
 def test_rescore_and_replay_reproduce_the_run(tmp_path) -> None:
-    task = labtwin.load_task("ArrheniusFit-v0", budget=3)
+    task = labtwin.load_task("ArrheniusFit-v1", budget=3)
     answer = labtwin.Answer({"activation_energy_kJ_mol": 66.0})
     run_ = {"temperature_K": 340, "time_min": 20}
     recorded_campaigns(tmp_path / "run", task, [4, 5], [[run_, run_], [run_, answer], [answer]])
@@ -103,7 +103,7 @@ def test_a_complete_last_line_that_lost_its_newline_is_kept(tmp_path) -> None:
 def test_a_campaign_run_again_after_resume_supersedes_the_first_attempt(tmp_path) -> None:
     """A trainer resumed from a checkpoint repeats the campaigns after it, with the same ids:
     the run keeps the latest attempt of each id."""
-    task = labtwin.load_task("BatchReactor-v0", budget=2)
+    task = labtwin.load_task("BatchReactor-v1", budget=2)
     path = tmp_path / "run"
     for resume, seed in ((False, 1), (True, 2)):
         with RunStore(path, resume=resume) as store:
@@ -117,7 +117,7 @@ def test_a_campaign_run_again_after_resume_supersedes_the_first_attempt(tmp_path
 
 def test_replay_uses_recorded_conditions_and_settings(tmp_path) -> None:
     """A campaign started with given conditions and a penalty replays to the same records."""
-    task = labtwin.load_task("BatchReactor-v0", budget=3)
+    task = labtwin.load_task("BatchReactor-v1", budget=3)
     with RunStore(tmp_path / "run") as store:
         batch = CampaignBatch(task, 1, "score", invalid_penalty=0.3, recorder=store)
         batch.reset([0], [9], [task.nominal_conditions()])
@@ -169,7 +169,7 @@ def test_load_rejects_non_runs(tmp_path) -> None:
 def test_sigkill_mid_campaign_loses_nothing_written(tmp_path) -> None:
     """A real `labtwin run`, killed with SIGKILL while it records, leaves a readable run."""
     out = tmp_path / "killed"
-    cmd = [sys.executable, "-c", "from labtwin.cli import main; main()", "run", "BatchReactor-v0"]
+    cmd = [sys.executable, "-c", "from labtwin.cli import main; main()", "run", "BatchReactor-v1"]
     cmd += ["--campaigns", "64", "--budget", "400", "--out", str(out), "--no-progress"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     records = out / "records.jsonl"
@@ -189,7 +189,7 @@ def test_sigkill_mid_campaign_loses_nothing_written(tmp_path) -> None:
     complete = [line for line in lines[:-1] if line.strip()]
     assert len(run.records) == len(complete) > 0  # every complete line reads back
     assert set(run.campaigns) == set(range(64))  # conditions are written before any record
-    task = labtwin.load_task("BatchReactor-v0", budget=400)
+    task = labtwin.load_task("BatchReactor-v1", budget=400)
     assert run.rescore(task) == [r.score for r in run.records]
 
 

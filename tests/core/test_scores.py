@@ -27,8 +27,8 @@ def test_repeating_the_best_experiment_does_not_harvest_noise() -> None:
     """Twelve repeats of one reactor run: the score of the k-th repeat is the pooled yield,
     whose spread shrinks as 1/sqrt(k), so the campaign's best score tends to the true
     yield instead of the maximum of twelve noisy draws."""
-    task = labtwin.load_task("BatchReactor-v0", budget=12)
-    truth = labtwin.load_task("BatchReactor-v0", noise=0.0)
+    task = labtwin.load_task("BatchReactor-v1", budget=12)
+    truth = labtwin.load_task("BatchReactor-v1", noise=0.0)
     n = 24
     batch = labtwin.CampaignBatch(task, n)
     campaigns = batch.reset(range(n), range(n))
@@ -47,7 +47,7 @@ def test_repeating_the_best_experiment_does_not_harvest_noise() -> None:
 
 
 def test_scores_stay_in_the_documented_range() -> None:
-    task = labtwin.load_task("BatchReactor-v0")
+    task = labtwin.load_task("BatchReactor-v1")
     high = Measurement("ok", {name: Value(1.3, "") for name in ("yield_B",)})
     assert task.score(high, {}) == 1.0
     assert task.score(Measurement("ok", {"yield_B": Value(-0.1, "")}), {}) == 0.0

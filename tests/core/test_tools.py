@@ -21,12 +21,12 @@ RUN = {"temperature_K": 330, "time_min": 40, "feed_conc_mol_L": 0.2, "catalyst_m
 
 
 def test_tools_follow_the_experiment_and_answer_models() -> None:
-    tools = lab_tools(labtwin.load_task("BatchReactor-v0"))
+    tools = lab_tools(labtwin.load_task("BatchReactor-v1"))
     assert [t["function"]["name"] for t in tools] == ["propose_experiment"]
     params = tools[0]["function"]["parameters"]
     assert params["properties"]["catalyst_mol_pct"]["maximum"] == 5.0
     json.dumps(tools)  # serialisable for chat templates
-    names = [t["function"]["name"] for t in lab_tools(labtwin.load_task("ArrheniusFit-v0"))]
+    names = [t["function"]["name"] for t in lab_tools(labtwin.load_task("ArrheniusFit-v1"))]
     assert names == ["propose_experiment", "submit_answer"]
 
 
@@ -62,7 +62,7 @@ def test_parse_tool_call(text: str, expected) -> None:
 
 
 def test_chat_campaign_feedback_penalties_and_end() -> None:
-    env = ChatLabEnv(labtwin.load_task("BatchReactor-v0", budget=3), invalid_penalty=0.2)
+    env = ChatLabEnv(labtwin.load_task("BatchReactor-v1", budget=3), invalid_penalty=0.2)
     messages = env.reset([0, 1])
     assert messages[0][0]["role"] == "system" and "batch reactor" in messages[0][0]["content"]
     rewards = env.step([format_tool_call("propose_experiment", RUN), "no idea"])
@@ -83,7 +83,7 @@ def test_chat_campaign_feedback_penalties_and_end() -> None:
 
 
 def test_answer_ends_only_its_own_conversation() -> None:
-    env = ChatLabEnv(labtwin.load_task("ArrheniusFit-v0", noise=0.0))
+    env = ChatLabEnv(labtwin.load_task("ArrheniusFit-v1", noise=0.0))
     env.reset([3, 4])
     rewards = env.step(
         [
@@ -99,17 +99,17 @@ def test_answer_ends_only_its_own_conversation() -> None:
 
 def test_same_seeds_same_conversations_and_batching_invariance() -> None:
     replies = [format_tool_call("propose_experiment", RUN)]
-    one = ChatLabEnv(labtwin.load_task("BatchReactor-v0"))
+    one = ChatLabEnv(labtwin.load_task("BatchReactor-v1"))
     one.reset([7])
     one.step(replies)
-    many = ChatLabEnv(labtwin.load_task("BatchReactor-v0"))
+    many = ChatLabEnv(labtwin.load_task("BatchReactor-v1"))
     many.reset([5, 7, 9])
     many.step(replies * 3)
     assert one.conversations[0].messages == many.conversations[1].messages
 
 
 def test_analysis_tools_cost_no_budget() -> None:
-    class ReactorWithMean(type(labtwin.load_task("BatchReactor-v0"))):
+    class ReactorWithMean(type(labtwin.load_task("BatchReactor-v1"))):
         def analysis_tools(self):
             def mean_yield(arguments, history):
                 values = [m["yield_B"] for m in history if m.ok]

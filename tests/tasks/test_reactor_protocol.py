@@ -31,7 +31,7 @@ def programme(feed: float, catalyst: float, *stages: tuple[float, float]) -> dic
 
 def reagents(seed: int) -> dict:
     """A campaign's perturbed kinetics (not the nominal lab, to exercise the conditions)."""
-    return labtwin.load_task("ReactorProtocol-v0").sample_conditions(np.random.default_rng(seed))
+    return labtwin.load_task("ReactorProtocol-v1").sample_conditions(np.random.default_rng(seed))
 
 
 def assert_same_measurement(a: labtwin.Measurement, b: labtwin.Measurement) -> None:
@@ -47,10 +47,10 @@ def assert_same_measurement(a: labtwin.Measurement, b: labtwin.Measurement) -> N
 
 
 def test_is_a_text_lab_with_the_reactors_conditions() -> None:
-    task = labtwin.load_task("ReactorProtocol-v0")
+    task = labtwin.load_task("ReactorProtocol-v1")
     assert task.numeric_view is None  # a list of stages has no Box reading
     assert task.budget == 12 and task.cost_unit == "h"
-    reactor = labtwin.load_task("BatchReactor-v0")
+    reactor = labtwin.load_task("BatchReactor-v1")
     rng = np.random.default_rng
     assert task.sample_conditions(rng(3)) == reactor.sample_conditions(rng(3))
     assert task.nominal_conditions() == NOMINAL
@@ -59,7 +59,7 @@ def test_is_a_text_lab_with_the_reactors_conditions() -> None:
 
 
 def test_random_experiments_are_valid_and_vary_in_length() -> None:
-    task = labtwin.load_task("ReactorProtocol-v0")
+    task = labtwin.load_task("ReactorProtocol-v1")
     rng = np.random.default_rng(0)
     drawn = [task.random_experiment(rng) for _ in range(200)]
     assert {len(e.steps) for e in drawn} == set(range(1, MAX_STAGES + 1))
@@ -79,10 +79,10 @@ def test_one_stage_is_a_batch_reactor_run(noise: float) -> None:
         "feed_conc_mol_L": 0.8,
         "catalyst_mol_pct": 2.5,
     }
-    (reactor,) = labtwin.load_task("BatchReactor-v0", noise=noise).measure(
+    (reactor,) = labtwin.load_task("BatchReactor-v1", noise=noise).measure(
         [run], seed=11, conditions=conditions
     )
-    task = labtwin.load_task("ReactorProtocol-v0", noise=noise)
+    task = labtwin.load_task("ReactorProtocol-v1", noise=noise)
     (staged,) = task.measure([programme(0.8, 2.5, (341.0, 45.0))], seed=11, conditions=conditions)
     assert staged.artifacts["time_course"].shape == (SAMPLES_PER_STAGE, 5)
     assert_same_measurement(staged, reactor)
@@ -98,7 +98,7 @@ def test_two_stages_at_one_temperature_are_one_longer_stage() -> None:
     non-linear network, this bounds the difference.
     """
     conditions = reagents(5)
-    task = labtwin.load_task("ReactorProtocol-v0", noise=0.0)
+    task = labtwin.load_task("ReactorProtocol-v1", noise=0.0)
     feed, catalyst, T, t1, t2 = 1.2, 4.0, 365.0, 7.0, 13.0
     split, whole = task.measure(
         [programme(feed, catalyst, (T, t1), (T, t2)), programme(feed, catalyst, (T, t1 + t2))],
@@ -128,9 +128,10 @@ def test_mass_balance_holds_at_every_sample_of_the_time_course() -> None:
     """A -> B, B -> C and 2A -> D conserve A + B + C + 2D (moles of A units per litre).
 
     RK4 keeps linear invariants exactly; what remains is round-off, a few ulp
-    per step over at most MAX_STAGES * N_STEPS steps.
+    per step over at most MAX_STAGES * N_STEPS steps. (Noise off, the monitored
+    time course reads the integration exactly.)
     """
-    task = labtwin.load_task("ReactorProtocol-v0", noise=0.0)
+    task = labtwin.load_task("ReactorProtocol-v1", noise=0.0)
     rng = np.random.default_rng(1)
     batch = [task.random_experiment(rng) for _ in range(12)]
     tolerance = 4 * EPS * MAX_STAGES * N_STEPS
@@ -150,7 +151,7 @@ def test_mass_balance_holds_at_every_sample_of_the_time_course() -> None:
 
 def test_a_batch_measures_each_experiment_as_alone() -> None:
     """Shorter programmes get zero-length stages in a batch; results must not notice."""
-    task = labtwin.load_task("ReactorProtocol-v0")
+    task = labtwin.load_task("ReactorProtocol-v1")
     rng = np.random.default_rng(4)
     batch = [task.random_experiment(rng) for _ in range(8)]
     batch.append(programme(0.5, 1.0, *[(330.0, 30.0)] * MAX_STAGES))  # the longest programme
@@ -177,7 +178,7 @@ def test_hot_then_cool_beats_every_isothermal_run_of_the_same_length() -> None:
     temperature and time, then a finer grid around its best) against two-stage
     programmes of at most the same 120 min.
     """
-    task = labtwin.load_task("ReactorProtocol-v0", noise=0.0)
+    task = labtwin.load_task("ReactorProtocol-v1", noise=0.0)
     feed, catalyst = 0.1, 5.0
     coarse = [
         programme(feed, catalyst, (T, t))
@@ -236,7 +237,7 @@ def test_hot_then_cool_beats_every_isothermal_run_of_the_same_length() -> None:
     ],
 )
 def test_bad_programmes_are_invalid_measurements(proposal: object, reason: str) -> None:
-    task = labtwin.load_task("ReactorProtocol-v0")
+    task = labtwin.load_task("ReactorProtocol-v1")
     good = programme(0.5, 1.0, (330.0, 10.0))
     bad, ok = task.measure([proposal, good])
     assert bad.status == "invalid" and reason in bad.reason, bad.reason
@@ -244,7 +245,7 @@ def test_bad_programmes_are_invalid_measurements(proposal: object, reason: str) 
 
 
 def test_a_campaign_takes_the_experiment_as_json_text() -> None:
-    env = labtwin.make("ReactorProtocol-v0")
+    env = labtwin.make("ReactorProtocol-v1")
     assert isinstance(env.action_space, gym.spaces.Text)
     env.reset(seed=3)
     action = json.dumps(programme(0.2, 5.0, (360.0, 3.0), (315.0, 100.0)))
@@ -252,7 +253,7 @@ def test_a_campaign_takes_the_experiment_as_json_text() -> None:
     measurement = info["measurement"]
     assert measurement.ok and not (terminated or truncated)
     assert reward == info["score"] == measurement["yield_B"]  # first step: improvement on 0
-    (again,) = labtwin.load_task("ReactorProtocol-v0").run(
+    (again,) = labtwin.load_task("ReactorProtocol-v1").run(
         [action], [env.unwrapped.campaign.conditions], [measurement.provenance["seed"]]
     )
     assert again["yield_B"] == measurement["yield_B"]  # a record can be re-measured
@@ -261,13 +262,13 @@ def test_a_campaign_takes_the_experiment_as_json_text() -> None:
 
 def programme_actions(seed: int, n: int = 3) -> list[str]:
     """Valid random programmes as JSON text (the Text space's own samples are never valid)."""
-    task, rng = labtwin.load_task("ReactorProtocol-v0"), np.random.default_rng(seed)
+    task, rng = labtwin.load_task("ReactorProtocol-v1"), np.random.default_rng(seed)
     return [task.random_experiment(rng).model_dump_json() for _ in range(n)]
 
 
 def test_seeded_campaigns_repeat_and_differ_between_seeds() -> None:
     def rollout(seed: int) -> list[tuple]:
-        env = labtwin.make("ReactorProtocol-v0")
+        env = labtwin.make("ReactorProtocol-v1")
         env.reset(seed=seed)
         return [env.step(a)[1:] for a in programme_actions(seed)]
 
@@ -280,11 +281,11 @@ def test_vector_env_equals_single_envs_with_real_programmes() -> None:
     """Slot i of a vector env seeded s is a LabEnv seeded s + i; programmes of mixed length."""
     n, seed = 3, 11
     actions = list(zip(*(programme_actions(seed + i) for i in range(n))))
-    venv = labtwin.make_vec("ReactorProtocol-v0", n)
+    venv = labtwin.make_vec("ReactorProtocol-v1", n)
     venv.reset(seed=seed)
     vec_rewards = [venv.step(list(step))[1] for step in actions]
     for i in range(n):
-        env = labtwin.make("ReactorProtocol-v0")
+        env = labtwin.make("ReactorProtocol-v1")
         env.reset(seed=seed + i)
         for k, step in enumerate(actions):
             reward = env.step(step[i])[1]
