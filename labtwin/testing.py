@@ -238,15 +238,19 @@ def _as_json(value: Any) -> str:
         return _safe_repr(value, 500)
 
 
+def _as_tool_call(value: Any, closed: bool = True) -> str:
+    """A ``propose_experiment`` call whose arguments are ``value`` (as JSON where it can be)."""
+    call = '<tool_call>{"name": "propose_experiment", "arguments": ' + _as_json(value) + "}"
+    return call + "</tool_call>" if closed else call
+
+
 def hostile_text_strategy(task: Task) -> Any:
     """Hypothesis strategy of hostile text: JSON of hostile values, tool calls with hostile
     arguments, and arbitrary text (what an LLM's reply can be)."""
     from hypothesis import strategies as st
 
     values = _json_values(list(task.experiment_model.model_fields))
-    calls = values.map(
-        lambda v: '<tool_call>{"name": "propose_experiment", "arguments": ' + _as_json(v) + "}"
-    )
+    calls = values.map(lambda v: _as_tool_call(v, closed=False))  # generation cut short
     return values.map(_as_json) | calls | st.text(max_size=200)
 
 
@@ -264,8 +268,6 @@ def hostile_strategy(task: Task) -> Any:
 def check_hostile_inputs(task: Task, max_examples: int = 30) -> None:
     """Hypothesis-drawn proposals through every view: nothing raises, reasons stay short."""
     from hypothesis import HealthCheck, given, settings
-
-    from labtwin.tools import ChatLabEnv
 
     good = random_proposal(task, np.random.default_rng(4))
     alone = task.measure(["{", good], seed=0)[1]  # position 1 of a batch, next to an invalid one
@@ -298,20 +300,7 @@ def check_hostile_inputs(task: Task, max_examples: int = 30) -> None:
         _, reward, *_, info = env.step(proposal)
         short(info["measurement"], "LabEnv.step", proposal)
         assert np.isfinite(reward)
-        reply = (
-            proposal
-            if isinstance(proposal, str)
-            else format_tool_call("propose_experiment", {"value": _safe_repr(proposal)})
-        )
-        if isinstance(proposal, (dict, list)):
-            try:
-                reply = (
-                    '<tool_call>{"name": "propose_experiment", "arguments": '
-                    + json.dumps(proposal)
-                    + "}</tool_call>"
-                )
-            except (ValueError, TypeError, OverflowError):
-                pass
+        reply = proposal if isinstance(proposal, str) else _as_tool_call(proposal)
         chat = ChatLabEnv(task)
         chat.reset([next(chat_seed)])
         (chat_reward,) = chat.step([reply])
