@@ -60,6 +60,8 @@ class Measurement:
         provenance: simulator, device, seed, package versions.
         artifacts: name -> array (trajectories, time courses); the run store
             writes them to files.
+        notes: caveats a reader of an ``ok`` measurement must know (a state where
+            the lab's model may not hold); shown with the values.
     """
 
     status: Status
@@ -71,6 +73,7 @@ class Measurement:
     proposal: Any = None
     provenance: dict[str, Any] = field(default_factory=dict)
     artifacts: dict[str, np.ndarray] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -109,6 +112,8 @@ class Measurement:
             "proposal": to_jsonable(self.proposal),
             "provenance": to_jsonable(self.provenance),
         }
+        if self.notes:  # absent when empty, so records without notes read as before
+            out["notes"] = list(self.notes)
         out["artifacts"] = {k: list(np.shape(v)) for k, v in self.artifacts.items()}
         if with_artifacts:
             out["artifact_data"] = {k: np.asarray(v).tolist() for k, v in self.artifacts.items()}
@@ -126,6 +131,7 @@ class Measurement:
             proposal=data.get("proposal"),
             provenance=data.get("provenance", {}),
             artifacts={k: np.asarray(v) for k, v in (data.get("artifact_data") or {}).items()},
+            notes=[str(n) for n in data.get("notes") or []],
         )
 
     def __eq__(self, other: object) -> bool:
@@ -139,7 +145,8 @@ class Measurement:
             return f"{self.status}: {self.reason}"
         values = ", ".join(f"{k} = {v}" for k, v in self.observables.items())
         cost = f" (cost {self.cost:.3g} {self.cost_unit})" if self.cost else ""
-        return values + cost
+        notes = "".join(f" Note: {n}" for n in self.notes)
+        return values + cost + notes
 
 
 _MAX_DEPTH = 64  # nesting kept in a recorded proposal; deeper parts become text
@@ -174,6 +181,7 @@ def pool(measurements: list[Measurement]) -> Measurement:
         cost_unit=last.cost_unit,
         experiment=last.experiment,
         provenance={**last.provenance, "pooled_repeats": len(measurements)},
+        notes=list(last.notes),
     )
 
 

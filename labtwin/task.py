@@ -36,6 +36,7 @@ import gymnasium as gym
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
+from labtwin.calibration import CalibrationPoint, Reference
 from labtwin.experiment import (
     Experiment,
     Invalid,
@@ -114,6 +115,11 @@ class Task:
     #: run ``simulate`` in a worker process (:mod:`labtwin.isolation`), so that a segfault or
     #: a hang of native code becomes a ``failed`` measurement; the lab must pickle
     isolation: bool = False
+    #: observables reported with an uncertainty that is not a repeat-measurement error bar
+    #: (name -> why), left out of calibration
+    calibration_exempt: ClassVar[dict[str, str]] = {}
+    #: seeds per calibration point (64 unless a lab needs more to resolve its spread)
+    calibration_n_seeds: ClassVar[int] = 64
     #: seconds one isolated ``simulate`` call may run before its worker is killed
     simulation_timeout_s: float = 300.0
 
@@ -167,6 +173,18 @@ class Task:
     ) -> float:
         """Score a submitted final answer (labs with an ``answer_model``)."""
         raise NotImplementedError(f"{self.id} takes no final answer")
+
+    def calibration_points(self) -> list[CalibrationPoint]:
+        """Fixed experiments, spread over the range the lab offers, at which its error bars
+        and means are checked (:mod:`labtwin.calibration`). A lab that reports any
+        uncertainty declares three or more; ``check_lab`` holds it to that."""
+        return []
+
+    def calibration_reference(self, point: CalibrationPoint) -> dict[str, Reference]:
+        """Independent reference values of ``point``'s observables (analytic results, a
+        second engine, published data): name -> :class:`~labtwin.calibration.Reference`.
+        An observable left out is checked for its spread only."""
+        return {}
 
     def analysis_tools(self) -> list[AnalysisTool]:
         """Tools an LLM agent may call that cost no experiment (none by default)."""

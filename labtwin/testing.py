@@ -27,7 +27,13 @@ promise, and returns the names of the checks that passed:
 - ``chat``: the tool view runs a campaign from tool-call text, answers included;
 - ``run_store``: campaigns recorded by the run store read back, re-score to
   the recorded scores with the recorded conditions, and replay from their
-  seeds to the same records.
+  seeds to the same records;
+- ``calibration``: a lab that reports any uncertainty declares at least
+  three calibration points (:mod:`labtwin.calibration`) covering every
+  observable with an error bar that it does not exempt with a reason, and a
+  few seeds of each point measure ``ok``. The calibration itself (64 seeds
+  per point, spread against error bars, mean against the reference) runs in
+  each lab's own tests: it is too costly for a generic check.
 """
 
 from __future__ import annotations
@@ -387,6 +393,35 @@ def _tool_answer(task: Task) -> dict[str, Any]:
     return values
 
 
+def check_calibration_declared(task: Task, n_seeds: int = 2) -> None:
+    """Every observable with an error bar is calibrated somewhere, or exempt with a reason."""
+    from labtwin.calibration import calibrate
+
+    names = {spec.name for spec in task.observables}
+    unknown = set(task.calibration_exempt) - names
+    assert not unknown, f"{task.id}: calibration_exempt names unknown observables {unknown}"
+    points = task.calibration_points()
+    rng = np.random.default_rng(5)
+    measured = task.measure([random_proposal(task, rng) for _ in range(2)], seed=5)
+    uncertain = {
+        name for m in measured if m.ok for name, v in m.observables.items() if v.uncertainty > 0
+    } - set(task.calibration_exempt)
+    if not uncertain and not points:
+        return
+    assert len(points) >= 3, (
+        f"{task.id}: reports uncertainties for {sorted(uncertain)} but declares "
+        f"{len(points)} calibration points (at least 3 are needed)"
+    )
+    covered: set[str] = set()
+    for point in points:
+        results = calibrate(task, point, n_seeds=n_seeds, reference=False)
+        bad = [r for r in results if r.n_ok != r.n_seeds]
+        assert not bad and results, f"{task.id}: calibration point {point.label!r} did not measure"
+        covered |= {r.observable for r in results}
+    missing = uncertain - covered
+    assert not missing, f"{task.id}: no calibration point checks {sorted(missing)}"
+
+
 def check_lab(task_or_id: Task | str, n_steps: int = 3, **task_kwargs: Any) -> list[str]:
     """Run every check on a lab (a :class:`Task` or a registered id); returns the checks run.
 
@@ -402,6 +437,7 @@ def check_lab(task_or_id: Task | str, n_steps: int = 3, **task_kwargs: Any) -> l
         "hostile_inputs": lambda: check_hostile_inputs(task),
         "chat": lambda: check_chat(task),
         "run_store": lambda: check_run_store(task, n_steps),
+        "calibration": lambda: check_calibration_declared(task),
     }
     for check in checks.values():
         check()

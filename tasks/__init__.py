@@ -5,7 +5,7 @@
 - :mod:`labtwin.tasks.reactor_protocol` — the batch reactor run by a temperature
   programme, a text lab (ReactorProtocol-v1).
 - :mod:`labtwin.tasks.md_eos` — Lennard-Jones equation of state on an isotherm
-  (LJEquationOfState-v1), with an isotherm-fit analysis tool and a final answer.
+  (LJEquationOfState-v2), with an isotherm-fit analysis tool and a final answer.
 - :mod:`labtwin.tasks.md_cluster` — annealing schedules for LJ13 and LJ38
   clusters (LJClusterAnneal-v0, LJ38ClusterAnneal-v0).
 - :mod:`labtwin.tasks.md_water` — TIP3P water density with OpenMM (WaterDensity-v1).

@@ -1,6 +1,6 @@
 """Molecular-dynamics labs, and the closeness score they share.
 
-- :mod:`labtwin.tasks.md_eos` — ``LJEquationOfState-v1``: pressure and energy of the
+- :mod:`labtwin.tasks.md_eos` — ``LJEquationOfState-v2``: pressure and energy of the
   Lennard-Jones fluid at a chosen state; find the density that gives a target pressure
   on an isotherm of a fluid whose well depth is hidden per campaign (final answer checked
   against the Johnson-Zollweg-Gubbins EOS in that fluid's units).

@@ -147,6 +147,13 @@ class LJClusterAnneal(Task):
     id = "LJClusterAnneal-v0"
     experiment_model = AnnealSchedule
     default_n_atoms: ClassVar[int] = 13
+    #: the energies' uncertainty is the accuracy of the quench (how far the reported energy
+    #: can be from the exact local minimum it found), not a spread over repeats: another seed
+    #: anneals into another minimum, so the seed-to-seed spread is the search's outcome
+    calibration_exempt = {
+        "energy": "quench accuracy of the minimum found; seeds find different minima",
+        "energy_above_minimum": "quench accuracy of the minimum found; seeds find different minima",
+    }
     observables = (
         ObservableSpec("energy", "epsilon", "quenched potential energy of the cluster", 10.0),
         ObservableSpec(

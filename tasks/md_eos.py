@@ -1,23 +1,40 @@
 """Lennard-Jones equation-of-state lab: pressure and energy of the LJ fluid from batched MD.
 
-An experiment is one NVT Langevin run of a periodic box of ``n_atoms`` LJ atoms (108 by
-default) at a chosen reduced temperature and density, in reduced units (epsilon = sigma =
-mass = k_B = 1). The potential is truncated at ``cutoff`` (the largest multiple of 0.05
+An experiment is one NVT Langevin run of the LJ fluid at a chosen reduced temperature and
+density, in reduced units (epsilon = sigma = mass = k_B = 1), made of ``replicas`` (4)
+independent periodic boxes of ``n_atoms`` atoms (108 by default), each started from its own
+jittered lattice. The potential is truncated at ``cutoff`` (the largest multiple of 0.05
 sigma up to 2.5 that fits half the densest box: 2.45 for 108 atoms) with the standard tail
-corrections (g(r) = 1 beyond the cutoff) added to pressure and energy. Each run equilibrates
-for ``equilibration_steps`` (800: a dense box started from a lattice needs ~500 steps before
-its pressure settles) and then samples every 5 steps for ``n_blocks`` blocks of
-``block_steps`` steps; the observables are block averages, so longer runs cost more and give
-smaller error bars. The error bar is the standard error of the block means times
-``ERROR_INFLATION``: 25-step blocks are far shorter than the slow pressure fluctuations of a
-108-atom Langevin box, so the plain block error understates the run-to-run scatter by 2 to
-3.4 (calibrated against 32-48 seeds, ``docs/md_labs.md``).
+corrections (g(r) = 1 beyond the cutoff) added to pressure and energy. Each box equilibrates
+for ``equilibration_steps`` (800) and then samples every 5 steps for ``production_steps``
+(the knob, 200 to 2000); the observables are means over all replicas' samples.
+
+Error bars (issue: honest measurements): the standard error of each mean is the larger of
+
+- pymbar's estimate from the replicas' pooled autocorrelation function
+  (:func:`~labtwin.simulators.md.observables.replica_mean`: ``sqrt(var g / n)``), and
+- the spread of the replica means over ``sqrt(replicas)``.
+
+Each is too small on its own in a short run: the autocorrelation function of 40 to 400
+samples is cut off before its slow tail (measured: spread / error bar 0.9-1.4 over 64 runs),
+and the spread of 4 replica means is an estimate with 3 degrees of freedom (0.84-1.26); the
+larger of the two is calibrated over the whole knob range (0.80-1.22, mean 1.00-1.05;
+``docs/validation.md`` has the current table). The kinetic temperature is read from the
+integrator's mid-step velocities, which agree with the thermostat (the full-step ones read
+0.4 % cool in the dense liquid at dt = 0.005).
+
+Validity: the JZG equation of state describes one fluid phase. Below the critical
+temperature (T_c ~ 1.31) the lab's box can sit in the liquid-vapour coexistence region, and
+at high density and low temperature beyond freezing, where a lattice start may stay
+crystalline. The lab keeps such runs but says so: a measurement whose state could be there
+for some well depth of the campaign range (the coldest, T* / 1.2) carries a note
+(:func:`phase_note`). Campaign targets and answers are only ever on supercritical isotherms.
 
 All experiments of a step are one :func:`~labtwin.simulators.md.lj_warp.run_lj` call (one
-Warp kernel launch per stage for all boxes, CUDA where present). The batch runs as long as
-its longest experiment; each box is read out over its own run length only. The engine's
-counter-based noise makes a box's trajectory independent of the rest of the batch, so a
-result never depends on what else was measured with it.
+Warp kernel launch per stage for all boxes of all experiments, CUDA where present). The batch
+runs as long as its longest experiment; each box is read out over its own run length only.
+The engine's counter-based noise makes a box's trajectory independent of the rest of the
+batch, so a result never depends on what else was measured with it.
 
 Campaign: on an isotherm T_iso (1.8 to 2.4) find the density where the pressure equals a
 target P_target. Each measurement scores its expected closeness to the target (see
@@ -41,6 +58,7 @@ supercritical (T_c ~ 1.31, so P rises monotonically with rho) and inside the JZG
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -48,9 +66,10 @@ from pydantic import BaseModel, Field
 from scipy.optimize import brentq
 
 from labtwin import Experiment, Measurement, ObservableSpec, Task, Value, knob, register_task
+from labtwin.calibration import CalibrationPoint, Reference
 from labtwin.simulators.md import eos
 from labtwin.simulators.md.build import lj_fluid
-from labtwin.simulators.md.observables import block_average
+from labtwin.simulators.md.observables import replica_mean
 from labtwin.simulators.md.state import MDState
 from labtwin.task import AnalysisTool
 from labtwin.tasks.md_common import engine_versions, target_closeness
@@ -64,14 +83,23 @@ TARGET_DENSITIES = (0.4, 0.75)  # densities whose (scaled) JZG pressure is a cam
 #: knob (rho* = 0.9), so no run in the box reaches it (many tolerances away)
 IMPOSSIBLE_PRESSURE_FACTOR = (1.3, 1.6)
 SAMPLE_EVERY = 5  # MD steps between samples
-#: block errors of 25-step blocks times this = the run-to-run scatter of a run's mean
-#: (measured 2.0-3.4 over states rho* 0.4-0.75 and 100-1000-step runs; the largest is used)
-ERROR_INFLATION = 3.0
+PRODUCTION_STEPS = (200, 2000)  # knob range of the production run of each replica
+REPLICAS = 4  # independent boxes per experiment (their spread is half of the error bar)
+#: a state gets a phase note when it could be two-phase or frozen for the coldest fluid of
+#: the campaign range, T* / max(lambda)
+COLDEST_SCALE = 1.0 / max(WELL_DEPTH_RANGE)
+T_CRITICAL = 1.313  # JZG (1993) critical temperature
+RHO_CRITICAL = 0.31
+#: liquid density at freezing: triple point (Mastny & de Pablo, J. Chem. Phys. 127, 104504
+#: (2007)) and Hansen & Verlet, Phys. Rev. 184, 151 (1969), interpolated linearly in T*
+FREEZING_LIQUID_DENSITY = ((0.694, 0.845), (0.75, 0.875), (1.15, 0.936), (1.35, 0.964))
 TEMPERATURE_TOLERANCE = 0.05  # width of the isotherm factor of the score (T*)
 ANSWER_TOLERANCE = 0.02  # width of the Gaussian answer score (rho*)
 MAX_ARTIFACT_ROWS = 200
 WELL_DEPTH_SPREAD = (WELL_DEPTH_RANGE[1] - WELL_DEPTH_RANGE[0]) / 2  # told in the brief
 SUCCESS_THRESHOLD = 0.75  # a run's score that counts as having measured the target
+#: finite-size (108 atoms) and truncation bias of P* against JZG, measured (docs/validation.md)
+FINITE_SIZE_TEXT = "up to 4 % below"
 
 
 class EOSRun(Experiment):
@@ -83,13 +111,12 @@ class EOSRun(Experiment):
     density: float = knob(
         *DENSITY_RANGE, unit="sigma^-3", description="reduced number density rho* = N sigma^3 / V"
     )
-    n_blocks: int = knob(
-        4,
-        40,
-        unit="blocks",
+    production_steps: int = knob(
+        *PRODUCTION_STEPS,
+        unit="steps",
         log=True,
-        description="production length in blocks of block_steps MD steps (25 by default, "
-        "dt = 0.005 tau); the error bars are the standard errors of the block means",
+        description="production MD steps (dt = 0.005 tau) of each of the run's independent "
+        "boxes, after their equilibration; longer runs cost more and give smaller error bars",
     )
 
 
@@ -124,6 +151,73 @@ def scaled_jzg_density(pressure: float, temperature: float, well_depth: float) -
     """Density at which the fluid of well depth ``well_depth`` * epsilon has pressure P*
     at temperature T* (reference units): the JZG density at (T / lambda, P / lambda)."""
     return jzg_density_at_pressure(pressure / well_depth, temperature / well_depth)
+
+
+def _coexistence_table() -> list[tuple[float, float, float]]:
+    """(T*, rho_vapour, rho_liquid) of the JZG liquid-vapour coexistence curve from T* = 0.66
+    up to 1.30 (continuation from the cold end: near T_c a default guess collapses)."""
+    table, guess = [], (0.001, 0.86)
+    for t in np.arange(0.66, 1.3001, 0.02):
+        with warnings.catch_warnings():  # fsolve's xtol of 1e-12 is stricter than needed here
+            warnings.simplefilter("ignore", RuntimeWarning)
+            rv, rl, _ = eos.coexistence(float(t), guess=guess)
+        table.append((float(t), rv, rl))
+        guess = (rv, rl)
+    return table
+
+
+_COEXISTENCE: list[tuple[float, float, float]] = []
+
+
+def phase_note(temperature: float, density: float) -> str | None:
+    """Why a run at (T*, rho*) of the reference fluid may not be one fluid phase, or None.
+
+    Inside the JZG liquid-vapour dome (closed linearly from T* = 1.30 to the critical point),
+    or denser than the liquid at freezing, or colder than the triple point.
+
+    >>> phase_note(2.0, 0.5) is None
+    True
+    >>> phase_note(1.0, 0.3).startswith("in the liquid-vapour")
+    True
+    """
+    if not _COEXISTENCE:
+        _COEXISTENCE.extend(_coexistence_table())
+    t_table, rv_table, rl_table = (np.array(c) for c in zip(*_COEXISTENCE))
+    if temperature < FREEZING_LIQUID_DENSITY[0][0]:
+        return "below the triple-point temperature (T* = 0.694): a solid or a two-phase box"
+    t_f, rho_f = (np.array(c) for c in zip(*FREEZING_LIQUID_DENSITY))
+    freezing = float(np.interp(temperature, t_f, rho_f, right=np.inf))
+    if temperature <= t_f[-1] and density > freezing:
+        return (
+            f"beyond freezing (liquid at freezing: rho* = {freezing:.3f} at T* = {temperature:.3g})"
+        )
+    if temperature < T_CRITICAL:
+        if temperature <= t_table[-1]:
+            low = float(np.interp(temperature, t_table, rv_table))
+            high = float(np.interp(temperature, t_table, rl_table))
+        else:  # close the dome linearly to the critical point
+            w = (temperature - t_table[-1]) / (T_CRITICAL - t_table[-1])
+            low = (1 - w) * rv_table[-1] + w * RHO_CRITICAL
+            high = (1 - w) * rl_table[-1] + w * RHO_CRITICAL
+        if low < density < high:
+            return (
+                f"in the liquid-vapour coexistence region (rho* {low:.3f} to {high:.3f} at "
+                f"T* = {temperature:.3g}): the box may separate into liquid and vapour"
+            )
+    return None
+
+
+def campaign_phase_note(temperature: float, density: float) -> str | None:
+    """The note a run at (T*, rho*) carries: :func:`phase_note` of the coldest fluid in the
+    campaign range (T* / 1.2), so the note depends on the experiment only, not on the
+    campaign's hidden well depth."""
+    why = phase_note(temperature * COLDEST_SCALE, density)
+    if why is None:
+        return None
+    return (
+        f"for some well depths in this lab's range this state lies {why}; the run reports "
+        "what such a box gives, which the one-phase equation of state does not describe"
+    )
 
 
 def fit_isotherm(arguments: dict[str, Any], history: list[Measurement]) -> str:
@@ -173,7 +267,7 @@ def default_cutoff(n_atoms: int, max_density: float = DENSITY_RANGE[1]) -> float
 class LJEquationOfState(Task):
     """Find the density at which an LJ isotherm reaches a target pressure."""
 
-    id = "LJEquationOfState-v1"
+    id = "LJEquationOfState-v2"
     experiment_model = EOSRun
     answer_model = IsothermDensity
     observables = (
@@ -202,13 +296,17 @@ class LJEquationOfState(Task):
     )
     brief = f"""
 You run molecular dynamics of a Lennard-Jones fluid in the reduced units of a reference LJ
-fluid (epsilon = sigma = mass = k_B = 1). Each experiment simulates a periodic box of 108 atoms (by default) at the temperature
-T* and density rho* you choose (Langevin thermostat, dt = 0.005 tau, potential truncated
-near 2.5 sigma with long-range tail corrections) and reports the pressure P*, the potential
-energy per particle and the kinetic temperature, each with an error bar (the standard error
-of its block average, calibrated against repeated runs). n_blocks sets the run length:
-longer runs cost more atom-steps and give smaller error bars. The runs are short, so the
-numbers carry statistical error and a small finite-size bias (P* reads 1-3 % low).
+fluid (epsilon = sigma = mass = k_B = 1). Each experiment simulates 4 independent periodic
+boxes of 108 atoms at the temperature T* and density rho* you choose (Langevin thermostat,
+dt = 0.005 tau, potential truncated near 2.5 sigma with long-range tail corrections), each
+equilibrated for 800 steps, and reports the pressure P*, the potential energy per particle
+and the kinetic temperature, each with its standard error (from the correlation of the
+boxes' time series and their spread; calibrated over 64 repeats). production_steps sets the
+run length: longer runs cost more atom-steps and give smaller error bars (halving the error
+bar takes about four times the production). The boxes are small: beyond statistical error
+P* reads {FINITE_SIZE_TEXT} the equation of state of the infinite fluid (measured).
+Below the critical temperature (about 1.3) a state can lie in the liquid-vapour
+coexistence region, and a cold dense one beyond freezing; runs there say so in a note.
 
 The well depth of the fluid differs from campaign to campaign (by up to {WELL_DEPTH_SPREAD:.0%} either way) and
 is not told: temperatures, pressures and energies are given in units of a fixed reference
@@ -228,7 +326,7 @@ equation of state evaluated for this campaign's fluid.
         self,
         budget: int | None = None,
         n_atoms: int = 108,
-        block_steps: int = 25,
+        replicas: int = REPLICAS,
         equilibration_steps: int = 800,
         dt: float = 0.005,
         friction: float = 1.0,
@@ -239,12 +337,14 @@ equation of state evaluated for this campaign's fluid.
         super().__init__(budget)
         if n_atoms < 32:
             raise ValueError(f"n_atoms must be at least 32, got {n_atoms}")
-        if block_steps < SAMPLE_EVERY or block_steps % SAMPLE_EVERY:
-            raise ValueError(f"block_steps must be a positive multiple of {SAMPLE_EVERY}")
+        if replicas < 2:
+            raise ValueError(
+                f"replicas must be at least 2 (their spread is an error bar), got {replicas}"
+            )
         if equilibration_steps < 0 or dt <= 0 or friction <= 0:
             raise ValueError("equilibration_steps >= 0, dt > 0 and friction > 0 are required")
         self.n_atoms = int(n_atoms)
-        self.block_steps = int(block_steps)
+        self.replicas = int(replicas)
         self.equilibration_steps = int(equilibration_steps)
         self.dt = float(dt)
         self.friction = float(friction)
@@ -309,27 +409,34 @@ equation of state evaluated for this campaign's fluid.
 
     # ---- simulation ----------------------------------------------------------------
 
+    def experiment_cost(self, production_steps: int) -> float:
+        """Atom-steps of one experiment: every replica's equilibration and production."""
+        return float(self.replicas * self.n_atoms * (self.equilibration_steps + production_steps))
+
     def simulate(self, experiments, conditions, rngs):  # noqa: D102 (documented on Task)
         from labtwin.simulators.md.lj_warp import run_lj
 
-        seeds = np.array([rng.integers(0, 2**31, size=2) for rng in rngs])
+        r = self.replicas
+        # per experiment: one lattice seed and one thermostat seed per replica
+        seeds = np.array([rng.integers(0, 2**31, size=(r, 2)) for rng in rngs])
         # corresponding states: the campaign's fluid at T is the reference fluid at T / lambda
         well_depth = np.array([float(c["well_depth"]) for c in conditions])
         reference_t = np.array([e.temperature for e in experiments]) / well_depth
         state = MDState.concatenate(
             [
-                lj_fluid(self.n_atoms, e.density, t, seed=int(s[0]))
-                for e, t, s in zip(experiments, reference_t, seeds)
+                lj_fluid(self.n_atoms, e.density, t, seed=int(seed[0]))
+                for e, t, pair in zip(experiments, reference_t, seeds)
+                for seed in pair
             ]
         )
-        blocks = np.array([e.n_blocks for e in experiments])
+        steps = np.array([e.production_steps for e in experiments])
         result = run_lj(
             state,
-            int(blocks.max()) * self.block_steps,
+            int(steps.max()),
             dt=self.dt,
-            temperature=reference_t,
+            temperature=np.repeat(reference_t, r),
             friction=self.friction,
-            seed=seeds[:, 1],
+            seed=seeds[:, :, 1].ravel(),
             sample_every=SAMPLE_EVERY,
             n_equilibration=self.equilibration_steps,
             cutoff=self.cutoff,
@@ -339,20 +446,22 @@ equation of state evaluated for this campaign's fluid.
             "simulator": "labtwin.simulators.md.lj_warp (BAOAB Langevin, float32)",
             "device": result.device,
             "n_atoms": self.n_atoms,
+            "replicas": r,
             "cutoff": self.cutoff,
             "dt": self.dt,
             "versions": engine_versions("warp-lang"),
         }
-        samples_per_block = self.block_steps // SAMPLE_EVERY
         out = []
         for i, e in enumerate(experiments):
-            n = int(e.n_blocks) * samples_per_block
-            # P*, U*/N and T* all scale with epsilon: back to the reference epsilon's units
+            n = int(e.production_steps) // SAMPLE_EVERY
+            boxes = slice(i * r, (i + 1) * r)
+            # (replica, sample) series; P*, U*/N and T* scale with epsilon: back to the
+            # reference epsilon's units
             series = {
-                name: result.series[name][:n, i] * well_depth[i]
+                name: result.series[name][:n, boxes].T.astype(np.float64) * well_depth[i]
                 for name in ("pressure", "potential_energy", "temperature")
             }
-            cost = float(self.n_atoms * (self.equilibration_steps + e.n_blocks * self.block_steps))
+            cost = self.experiment_cost(int(e.production_steps))
             if not all(np.all(np.isfinite(v)) for v in series.values()):
                 out.append(
                     Measurement.failed(
@@ -362,26 +471,91 @@ equation of state evaluated for this campaign's fluid.
                     )
                 )
                 continue
-            observables = {}
+            observables, inefficiency = {}, {}
             for spec in self.observables:
-                mean, err = block_average(series[spec.name], int(e.n_blocks))
-                err = err * ERROR_INFLATION
-                observables[spec.name] = Value(float(mean), spec.unit, float(err))
+                values = series[spec.name]
+                estimate = replica_mean(values)
+                spread = float(values.mean(axis=1).std(ddof=1)) / math.sqrt(r)
+                error = max(estimate.stderr, spread)
+                observables[spec.name] = Value(estimate.mean, spec.unit, error)
+                inefficiency[spec.name] = round(estimate.inefficiency, 2)
             stride = max(1, -(-n // MAX_ARTIFACT_ROWS))
             time = result.time[:n:stride]
             table = np.stack(
                 [time]
-                + [series[k][::stride] for k in ("temperature", "pressure", "potential_energy")],
+                + [
+                    series[k].mean(axis=0)[::stride]
+                    for k in ("temperature", "pressure", "potential_energy")
+                ],
                 axis=1,
             )
+            note = campaign_phase_note(e.temperature, e.density)
             out.append(
                 Measurement(
                     "ok",
                     observables,
                     cost=cost,
-                    provenance=dict(provenance),
+                    provenance={**provenance, "statistical_inefficiency": inefficiency},
                     artifacts={"series_t_T_P_U": table},
+                    notes=[note] if note else [],
                 )
+            )
+        return out
+
+    # ---- calibration ---------------------------------------------------------------
+
+    #: (label, T*, rho*, production steps, well depth): supercritical, compressed liquid,
+    #: hot and dense, near-critical, and a campaign fluid of another well depth
+    CALIBRATION_STATES = (
+        ("supercritical", 2.0, 0.5, 2000, 1.0),
+        ("compressed liquid", 1.2, 0.8, 2000, 1.0),
+        ("hot dense, short run", 3.0, 0.9, 200, 1.0),
+        ("near critical", 1.5, 0.3, 500, 1.0),
+        ("well depth 0.8, short run", 1.6, 0.6, 200, 0.8),
+    )
+    #: length of the OpenMM reference: replicas x production steps per calibration point
+    REFERENCE_RUN = (8, 15000)
+
+    def calibration_points(self) -> list[CalibrationPoint]:
+        return [
+            CalibrationPoint(
+                label=f"{label} (T*={t:g}, rho*={rho:g}, {steps} steps, lambda={lam:g})",
+                experiment={"temperature": t, "density": rho, "production_steps": steps},
+                conditions={**self.nominal_conditions(), "well_depth": lam},
+            )
+            for label, t, rho, steps, lam in self.CALIBRATION_STATES
+        ]
+
+    def calibration_reference(self, point: CalibrationPoint) -> dict[str, Reference]:
+        """A second engine: the same boxes (atoms, cutoff, tail corrections, thermostat) run
+        in OpenMM with observables summed in NumPy
+        (:func:`~labtwin.simulators.md.lj_reference.openmm_lj_reference`), its error from
+        its own replicas (the larger of pymbar's and the replica spread); the kinetic
+        temperature's reference is the thermostat set point."""
+        from labtwin.simulators.md.lj_reference import openmm_lj_reference
+
+        well_depth = float(point.conditions["well_depth"])
+        temperature = float(point.experiment["temperature"])
+        replicas, steps = self.REFERENCE_RUN
+        run = openmm_lj_reference(
+            self.n_atoms,
+            float(point.experiment["density"]),
+            temperature / well_depth,
+            self.cutoff,
+            steps,
+            replicas=replicas,
+            n_equilibration=max(self.equilibration_steps, 2000),
+            dt=self.dt,
+            friction=self.friction,
+            seed=7,
+        )
+        out = {"temperature": Reference(temperature, 0.0, "thermostat set point")}
+        for name in ("pressure", "potential_energy"):
+            estimate = getattr(run, name)
+            means = run.series["energy" if name == "potential_energy" else name].mean(axis=1)
+            error = max(estimate.stderr, float(means.std(ddof=1)) / math.sqrt(replicas))
+            out[name] = Reference(
+                estimate.mean * well_depth, error * well_depth, "OpenMM run of the same boxes"
             )
         return out
 

@@ -21,6 +21,17 @@ artifact holds the HPLC's readings of an aliquot at each sample time, not the
 simulator's noise-free course. Each run costs its reaction time plus 30 min of
 work-up and analysis.
 
+Calibration (:mod:`labtwin.calibration`): at every lab's ``calibration_points``
+repeated runs scatter as their error bars say and average to an independent
+reference (scipy's LSODA on the same network, or the closed form for
+ArrheniusFit), for every observable whose species' true concentration is at
+least :data:`CALIBRATED_FROM_MOL_L` (6.4 mmol/L, three noise sigmas). Below
+that the error bar is conservative and a mean of repeats is biased: readings
+are clipped at zero, so at a true zero they average 0.8 mmol/L (0.4 of the
+detection floor) and scatter 0.58 times their error bar. ``conversion_A`` near
+1 and ``yield_B`` near 0 inherit this from A and B; the labs' calibration
+points leave such observables out where they read below that range.
+
 ``impossible=True`` (BatchReactor, ReactorProtocol) builds a sluggish batch of
 reagents (:func:`sluggish`): A -> B so slow that no run in the knob box turns
 more than 26 % of A into B, well below the labs' success threshold of 0.85, so
@@ -45,6 +56,7 @@ import torch
 from pydantic import BaseModel, Field
 
 from labtwin import Experiment, Measurement, ObservableSpec, Task, Value, knob, register_task
+from labtwin.calibration import CalibrationPoint, Reference
 from labtwin.experiment import field_bounds
 from labtwin.simulators.kinetics import (
     GAS_CONSTANT,
@@ -54,6 +66,7 @@ from labtwin.simulators.kinetics import (
     default_device,
     integrate,
 )
+from labtwin.simulators.kinetics.reference import REFERENCE_ERROR, solve_stages
 
 NETWORK = ReactionNetwork(
     species=("A", "B", "C", "D"),
@@ -79,6 +92,19 @@ SUCCESS_ANSWER = 0.8  # ArrheniusFit: an answer score that counts as a success
 #: what the HPLC's calibration says, as the briefs tell it
 CALIBRATION_TEXT = f"{RELATIVE_NOISE:.0%} of the reading plus {ABSOLUTE_NOISE * 1e3:g} mmol/L"
 N_STEPS = 1000  # RK4 steps per run; k*dt <= 0.4 over the whole experiment box
+#: lowest true concentration (mol/L) at which readings are calibrated: three noise sigmas
+#: above zero (c = 3 (2 % c + floor)), where the clip at zero (0.13 % of readings) moves the
+#: mean by 4e-4 sigma and the spread by 0.1 %
+CALIBRATED_FROM_MOL_L = 3 * ABSOLUTE_NOISE / (1 - 3 * RELATIVE_NOISE)
+#: the species whose reading each observable is computed from
+READS_SPECIES = {
+    "yield_B": "B",
+    "conversion_A": "A",
+    "conc_A": "A",
+    "conc_B": "B",
+    "conc_C": "C",
+    "conc_D": "D",
+}
 
 
 def rate_constants(
@@ -230,6 +256,62 @@ def reactor_measurements(
     return out
 
 
+def calibration_point(
+    label: str,
+    experiment: dict[str, Any],
+    observables: Sequence[str],
+    below_range: str = "",
+    conditions: dict[str, Any] | None = None,
+) -> CalibrationPoint:
+    """A calibration point checking ``observables`` but those computed from a species in
+    ``below_range`` (say ``"AB"``): species whose true concentration at this point lies
+    below :data:`CALIBRATED_FROM_MOL_L`, where readings are clipped at zero (module doc).
+    The labs' tests check each such statement against the reference."""
+    checked = tuple(name for name in observables if READS_SPECIES[name] not in below_range)
+    return CalibrationPoint(label, experiment, conditions, checked)
+
+
+def reference_concentrations(
+    conditions: dict[str, Any],
+    temperatures_K: Sequence[float],
+    durations_min: Sequence[float],
+    feed_mol_L: float,
+    loading_mol_pct: float,
+    side_reaction: bool = True,
+    method: str = "LSODA",
+) -> np.ndarray:
+    """True final concentrations of A, B, C, D (mol/L) of one run through stages.
+
+    The rate constants are the labs' rate law (:func:`rate_constants`, one set per
+    stage); the integration is scipy's ``method`` (LSODA) at ``rtol = 1e-10``
+    (:func:`~labtwin.simulators.kinetics.reference.solve_stages`), not the labs' RK4.
+    """
+    cpu = torch.device("cpu")
+    temperatures = [[float(t) for t in temperatures_K]]
+    k = rate_constants([conditions], temperatures, [loading_mol_pct], side_reaction, cpu)[0]
+    c0 = np.zeros(len(NETWORK.species))
+    c0[0] = feed_mol_L
+    return solve_stages(NETWORK, c0, k.numpy(), durations_min, method=method)
+
+
+def reference_observables(final: np.ndarray, feed_mol_L: float) -> dict[str, Reference]:
+    """The observables of a run whose true final concentrations are ``final`` (A, B, C, D).
+
+    Each carries the integration's stated error, :data:`REFERENCE_ERROR` (1e-8) of the
+    feed: the solver's tolerance with a margin, below 2e-4 of the standard error of any
+    calibration mean (at least the detection floor / 16 = 1.25e-4 mol/L at 256 seeds).
+    """
+    source = "scipy LSODA, rtol 1e-10"
+    fraction = REFERENCE_ERROR
+    out = {
+        "yield_B": Reference(float(final[1] / feed_mol_L), fraction, source),
+        "conversion_A": Reference(float(1.0 - final[0] / feed_mol_L), fraction, source),
+    }
+    for species, value in zip(NETWORK.species, final):
+        out[f"conc_{species}"] = Reference(float(value), fraction * feed_mol_L, source)
+    return out
+
+
 def _perturbed(rng: np.random.Generator, spread: float) -> dict[str, Any]:
     jitter = np.exp(spread * rng.standard_normal(4))
     return {
@@ -282,6 +364,9 @@ class _ReactorBase(Task):
     cost_unit: ClassVar[str] = "h"
     score_range: ClassVar[tuple[float, float]] = (0.0, 1.0)  # yields, and answer scores
     side_reaction: ClassVar[bool] = True
+    #: the spread at a point is the HPLC's noise draws alone, identical in distribution at
+    #: every point: with 64 seeds a chance 1-in-70 tail fails the ratio band somewhere
+    calibration_n_seeds: ClassVar[int] = 256
     #: why the lab has no ``impossible`` variant (None: it has one)
     no_impossible_variant: ClassVar[str | None] = None
 
@@ -360,6 +445,10 @@ class BatchReactor(_ReactorBase):
     succeed. ``impossible=True``: no run can exceed a true yield of 0.26 (the
     bound of :func:`max_yield_bound`); optimised over the box, the best true
     yield is 0.02 (0.045 with ``kinetics_spread=1``).
+
+    Error bars are calibrated where a species' true concentration is 6.4 mmol/L or
+    more; below that (A after a hot, long run, C after a cold, short one) readings are
+    clipped at zero, biased high and scatter less than their error bar (module doc).
     """
 
     id = "BatchReactor-v1"
@@ -397,6 +486,53 @@ reagents are not known in advance.
     def reward(self, measurement: Measurement, conditions: dict[str, Any]) -> float:
         return measurement["yield_B"]
 
+    def calibration_points(self) -> list[CalibrationPoint]:
+        """Six runs of the nominal reagents over the knob box (300-380 K, 1-180 min,
+        0.1-2 mol/L, 0-5 mol%), from 1.5 % to full conversion; a species named below
+        range reads under :data:`CALIBRATED_FROM_MOL_L` there and is not checked."""
+        names = [spec.name for spec in self.observables]
+
+        def point(label: str, run: tuple[float, ...], below_range: str = "") -> CalibrationPoint:
+            knobs = ("temperature_K", "time_min", "feed_conc_mol_L", "catalyst_mol_pct")
+            experiment = dict(zip(knobs, run, strict=True))
+            return calibration_point(label, experiment, names, below_range, dict(NOMINAL))
+
+        return [
+            point("cold, short, concentrated: 1.5 % conversion", (300, 1, 2.0, 0), "C"),
+            point("mid conversion (82 %)", (330, 20, 1.0, 2.5)),
+            point("hot, short, dilute (46 % conversion)", (380, 1, 0.3, 0)),
+            point("concentrated, 99 % conversion", (365, 15, 2.0, 0)),
+            point("dilute, high yield of B (91 %)", (320, 60, 0.1, 5), "ACD"),
+            point("hot, long corner: A and B used up", (380, 180, 2.0, 5), "AB"),
+        ]
+
+    def calibration_reference(self, point: CalibrationPoint) -> dict[str, Reference]:
+        """The run integrated by scipy's LSODA (:func:`reference_concentrations`)."""
+        run = ReactorRun.model_validate(point.experiment)
+        conditions = self.nominal_conditions() if point.conditions is None else point.conditions
+        final = reference_concentrations(
+            conditions,
+            [run.temperature_K],
+            [run.time_min],
+            run.feed_conc_mol_L,
+            run.catalyst_mol_pct,
+            side_reaction=self.side_reaction,
+        )
+        return reference_observables(final, run.feed_conc_mol_L)
+
+
+RATE_RUN_FEED_MOL_L = 0.5  # ArrheniusFit: every run's feed of A (no catalyst)
+
+
+def rate_reagent(activation_energy_J_mol: float, k_340_per_min: float) -> dict[str, Any]:
+    """ArrheniusFit's reagents: A -> B with this activation energy and rate constant at 340 K."""
+    prefactor = k_340_per_min * math.exp(activation_energy_J_mol / (GAS_CONSTANT * 340.0))
+    return {
+        **NOMINAL,
+        "prefactors": (prefactor, *NOMINAL["prefactors"][1:]),
+        "activation_energies": (activation_energy_J_mol, *NOMINAL["activation_energies"][1:]),
+    }
+
 
 class RateRun(Experiment):
     """A kinetics run: fixed feed (0.5 mol/L), no catalyst, no side reaction."""
@@ -431,6 +567,10 @@ class ArrheniusFit(_ReactorBase):
     number, so a blind guess always has that 5.6 % chance of landing within
     tolerance, however uninformative the runs; an honest lab can make success
     improbable, not impossible.
+
+    Error bars are calibrated while at least 6.4 mmol/L of A is left (conversion up to
+    98.7 %); beyond, readings of A are clipped at zero, so ``conversion_A`` is biased low
+    and scatters less than its error bar (module doc), and a reading of 0 gives no rate.
     """
 
     id = "ArrheniusFit-v1"
@@ -469,16 +609,12 @@ scores exp(-|error| / {ANSWER_TOLERANCE_KJ_MOL:g} kJ/mol); {SUCCESS_ANSWER:g} or
         energy = float(rng.uniform(50.0e3, 90.0e3))
         # choose A1 so that k1(340 K) lies between 0.01 and 0.1 per minute
         k_340 = 10 ** rng.uniform(-2.0, -1.0)
-        prefactor = k_340 * math.exp(energy / (GAS_CONSTANT * 340.0))
-        return {
-            **NOMINAL,
-            "prefactors": (prefactor, *NOMINAL["prefactors"][1:]),
-            "activation_energies": (energy, *NOMINAL["activation_energies"][1:]),
-        }
+        return rate_reagent(energy, k_340)
 
     def simulate(self, experiments, conditions, rngs):  # noqa: D102
         runs = [
-            {**e.model_dump(), "feed_conc_mol_L": 0.5, "catalyst_mol_pct": 0.0} for e in experiments
+            {**e.model_dump(), "feed_conc_mol_L": RATE_RUN_FEED_MOL_L, "catalyst_mol_pct": 0.0}
+            for e in experiments
         ]
         # the lab reports the final reading only: no monitored time course, so the
         # numeric and text views see the same data (an answer is scored on it)
@@ -491,6 +627,47 @@ scores exp(-|error| / {ANSWER_TOLERANCE_KJ_MOL:g} kJ/mol); {SUCCESS_ANSWER:g} or
 
     def reward(self, measurement: Measurement, conditions: dict[str, Any]) -> float:
         return 0.0
+
+    def calibration_points(self) -> list[CalibrationPoint]:
+        """Five runs from 0.4 % to 98 % conversion over 300-375 K and 1-180 min: three of
+        the nominal reagents (60 kJ/mol) and two of campaign-like ones at the ends of the
+        energy range. The hot, long corner (A used up, below
+        :data:`CALIBRATED_FROM_MOL_L`) has nothing in the calibrated range to check."""
+        names = [spec.name for spec in self.observables]
+
+        def point(
+            label: str, run: tuple[float, float], conditions: dict[str, Any]
+        ) -> CalibrationPoint:
+            experiment = {"temperature_K": run[0], "time_min": run[1]}
+            return calibration_point(label, experiment, names, conditions=conditions)
+
+        nominal = dict(NOMINAL)
+        return [
+            point("cold, short: 0.4 % conversion", (300, 1), nominal),
+            point("mid conversion (70 %)", (340, 20), nominal),
+            point("high conversion (98 %)", (360, 20), nominal),
+            point("steep reagent (90 kJ/mol), hot: 86 %", (375, 10), rate_reagent(90e3, 0.01)),
+            point(
+                "flat reagent (50 kJ/mol), cold, long: 91 %", (305, 180), rate_reagent(50e3, 0.1)
+            ),
+        ]
+
+    def calibration_reference(self, point: CalibrationPoint) -> dict[str, Reference]:
+        """The closed form of first-order A -> B: A = A0 exp(-k1 t), exact (float64
+        rounding, 1e-16, is its only error; stated as 0)."""
+        run = RateRun.model_validate(point.experiment)
+        conditions = self.nominal_conditions() if point.conditions is None else point.conditions
+        k1 = arrhenius(
+            torch.tensor(conditions["prefactors"][0], dtype=torch.float64),
+            torch.tensor(conditions["activation_energies"][0], dtype=torch.float64),
+            torch.tensor(run.temperature_K, dtype=torch.float64),
+        )
+        remaining = math.exp(-float(k1) * run.time_min)
+        source = "closed form A0 exp(-k1 t)"
+        return {
+            "conc_A": Reference(RATE_RUN_FEED_MOL_L * remaining, 0.0, source),
+            "conversion_A": Reference(1.0 - remaining, 0.0, source),
+        }
 
     def score_answer(self, answer: ActivationEnergy, conditions, history) -> float:
         truth = conditions["activation_energies"][0] / 1e3

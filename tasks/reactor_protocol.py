@@ -31,18 +31,23 @@ import torch
 from pydantic import Field
 
 from labtwin import Experiment, Measurement, knob, register_task
+from labtwin.calibration import CalibrationPoint, Reference
 from labtwin.experiment import field_bounds
 from labtwin.simulators.kinetics import default_device, integrate_stages
 from labtwin.tasks.reactor import (
     CALIBRATION_TEXT,
     N_STEPS,
     NETWORK,
+    NOMINAL,
     SUCCESS_YIELD,
     WORKUP_MIN,
     BatchReactor,
     _ReactorBase,
+    calibration_point,
     rate_constants,
     reactor_measurements,
+    reference_concentrations,
+    reference_observables,
 )
 
 MIN_STAGES, MAX_STAGES = 1, 4
@@ -133,6 +138,10 @@ class ReactorProtocol(_ReactorBase):
     (313 K for 120 min, 0.1 mol/L, 5 mol%) followed by a local search, in all
     16 campaigns of the red-team test. ``impossible=True``: no programme can
     exceed a true yield of 0.26; the best found is below 0.01.
+
+    Error bars are calibrated where a species' true concentration is 6.4 mmol/L or
+    more; below that readings are clipped at zero, biased high and scatter less than
+    their error bar (:mod:`labtwin.tasks.reactor`).
     """
 
     id = "ReactorProtocol-v1"
@@ -191,3 +200,49 @@ known in advance.
 
     def reward(self, measurement: Measurement, conditions: dict[str, Any]) -> float:
         return measurement["yield_B"]
+
+    def calibration_points(self) -> list[CalibrationPoint]:
+        """Six programmes of the nominal reagents, of one to four stages, rising, falling
+        and see-saw, over 300-380 K, 1-120 min a stage, 0.1-2 mol/L and 0-5 mol%; a species
+        named below range reads under 6.4 mmol/L there
+        (:data:`~labtwin.tasks.reactor.CALIBRATED_FROM_MOL_L`) and is not checked."""
+        names = [spec.name for spec in self.observables]
+
+        def point(
+            label: str,
+            feed: float,
+            loading: float,
+            stages: list[tuple[float, float]],
+            below: str = "",
+        ) -> CalibrationPoint:
+            steps = [{"temperature_K": t, "time_min": m} for t, m in stages]
+            experiment = {"feed_conc_mol_L": feed, "catalyst_mol_pct": loading, "steps": steps}
+            return calibration_point(label, experiment, names, below, dict(NOMINAL))
+
+        return [
+            point("one stage, dilute: best one-stage run", 0.1, 5, [(313, 120)], "ACD"),
+            point("hot, then cool", 1.0, 2, [(370, 5), (330, 60)], "A"),
+            point(
+                "four-stage ramp up, concentrated",
+                2.0,
+                0,
+                [(300, 30), (320, 20), (340, 10), (360, 5)],
+            ),
+            point("cool, then hot", 0.5, 1, [(310, 60), (360, 10)]),
+            point("see-saw of 1-min stages", 0.3, 0, [(380, 1), (300, 1), (380, 1)]),
+            point("longest, hottest: 4 x 120 min at 380 K", 2.0, 5, [(380, 120)] * 4, "AB"),
+        ]
+
+    def calibration_reference(self, point: CalibrationPoint) -> dict[str, Reference]:
+        """The programme integrated stage by stage by scipy's LSODA
+        (:func:`~labtwin.tasks.reactor.reference_concentrations`)."""
+        programme = TemperatureProgramme.model_validate(point.experiment)
+        conditions = self.nominal_conditions() if point.conditions is None else point.conditions
+        final = reference_concentrations(
+            conditions,
+            [stage.temperature_K for stage in programme.steps],
+            [stage.time_min for stage in programme.steps],
+            programme.feed_conc_mol_L,
+            programme.catalyst_mol_pct,
+        )
+        return reference_observables(final, programme.feed_conc_mol_L)

@@ -4,7 +4,9 @@
 - :func:`arrhenius` — rate constants from prefactors and activation energies,
 - :func:`integrate` — fixed-step RK4 for N reactors in one call (CPU or CUDA),
 - :func:`integrate_stages` — the same through a programme of stages (piecewise-constant k),
-- :func:`consecutive_first_order` — the analytic solution of A -> B -> C.
+- :func:`consecutive_first_order` — the analytic solution of A -> B -> C,
+- :mod:`~labtwin.simulators.kinetics.reference` — scipy's stiff solvers on the same
+  mass-action ODE (``solve_stages``), an independent reference for the RK4.
 """
 
 from labtwin.simulators.kinetics.analytic import consecutive_first_order

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import labtwin
+import labtwin.calibration
 from labtwin.testing import check_lab
 
 ALL_CHECKS = [
@@ -17,6 +18,7 @@ ALL_CHECKS = [
     "hostile_inputs",
     "chat",
     "run_store",
+    "calibration",
 ]
 
 
@@ -60,12 +62,35 @@ class RaisesOnStrings(Reactor):
         return super().parse(proposal)
 
 
+class Uncalibrated(Reactor):
+    """Reports error bars but says nowhere where they were checked."""
+
+    id = "Uncalibrated-v0"
+
+    def calibration_points(self):
+        return []
+
+
+class HalfCalibrated(Reactor):
+    """Checks some of its error bars and not the others."""
+
+    id = "HalfCalibrated-v0"
+
+    def calibration_points(self):
+        return [
+            labtwin.calibration.CalibrationPoint(p.label, p.experiment, p.conditions, ("yield_B",))
+            for p in super().calibration_points()
+        ]
+
+
 @pytest.mark.parametrize(
     "lab, message",
     [
         (UndeclaredObservable, "undeclared \\['secret'\\]"),
         (BatchDependent, "vector != single|differs between vector and single"),
         (RaisesOnStrings, "boom"),
+        (Uncalibrated, "declares 0 calibration points"),
+        (HalfCalibrated, "no calibration point checks"),
     ],
 )
 def test_broken_labs_fail(lab, message: str) -> None:

@@ -98,7 +98,7 @@ def test_text_and_numeric_proposals_agree() -> None:
 def test_numeric_observation_states_what_the_llm_is_told() -> None:
     """LJ EOS: the isotherm and target pressure stated to an LLM are in row 0 of the
     numeric observation (both views solve the same task)."""
-    env = labtwin.make("LJEquationOfState-v1")
+    env = labtwin.make("LJEquationOfState-v2")
     obs, _ = env.reset(seed=4)
     conditions = env.unwrapped.campaign.conditions
     assert obs[0, 0] == 1.0
@@ -148,7 +148,7 @@ def test_a_field_named_answer_is_an_experiment_and_answers_are_typed() -> None:
 
 
 def test_turn_cap_ends_a_campaign_of_analysis_calls() -> None:
-    task = labtwin.load_task("LJEquationOfState-v1", budget=3)
+    task = labtwin.load_task("LJEquationOfState-v2", budget=3)
     batch = labtwin.CampaignBatch(task, 1)
     batch.reset([0], [0])
     call = labtwin.Analysis("fit_isotherm", {"temperature": 2.0, "target_pressure": 1.0})

@@ -31,7 +31,7 @@ from labtwin.simulators.md.build import CLUSTER_GLOBAL_MINIMA
 from labtwin.tasks import md_cluster, md_eos, md_water
 from labtwin.tasks.md_eos import jzg_density_at_pressure, scaled_jzg_density, scaled_jzg_pressure
 
-MD_LABS = ("LJEquationOfState-v1", "WaterDensity-v1", "LJClusterAnneal-v0", "LJ38ClusterAnneal-v0")
+MD_LABS = ("LJEquationOfState-v2", "WaterDensity-v1", "LJClusterAnneal-v0", "LJ38ClusterAnneal-v0")
 
 # ---- honest references (asserted by the slow tests below, where they are measured) ----------
 #: scripted honest EOS strategy (:func:`honest_eos`) over 16 campaigns: mean answer score
@@ -107,13 +107,13 @@ def honest_eos(task: md_eos.LJEquationOfState, seeds: list[int]) -> CampaignBatc
     target = [c.conditions["target_pressure"] for c in campaigns]
     points: list[list[tuple[float, float, float]]] = [[] for _ in range(n)]
 
-    def run(densities: list[float], n_blocks: int) -> None:
+    def run(densities: list[float], n_steps: int) -> None:
         low, high = md_eos.DENSITY_RANGE
         proposals = [
             {
                 "temperature": t,
                 "density": float(np.clip(round(d, 3), low, high)),
-                "n_blocks": n_blocks,
+                "production_steps": n_steps,
             }
             for t, d in zip(isotherm, densities)
         ]
@@ -125,16 +125,16 @@ def honest_eos(task: md_eos.LJEquationOfState, seeds: list[int]) -> CampaignBatc
                 )
 
     for density in (0.3, 0.6, 0.9):
-        run([density] * n, 10)
+        run([density] * n, 250)
     estimate = [isotherm_root(points[i], target[i]) for i in range(n)]
-    run([e - 0.04 for e in estimate], 20)
-    run([e + 0.04 for e in estimate], 20)
+    run([e - 0.04 for e in estimate], 500)
+    run([e + 0.04 for e in estimate], 500)
     for _ in range(3):
         estimate = [isotherm_root(points[i], target[i], estimate[i]) for i in range(n)]
-        run(estimate, 40)
+        run(estimate, 1000)
     estimate = [round(isotherm_root(points[i], target[i], estimate[i]), 3) for i in range(n)]
     for _ in range(task.budget - 9):
-        run(estimate, 40)  # the same experiment: its runs pool
+        run(estimate, 1000)  # the same experiment: its runs pool
     answers = [isotherm_root(points[i], target[i], estimate[i]) for i in range(n)]
     batch.step(list(range(n)), [labtwin.Answer({"density": a}) for a in answers])
     return batch
@@ -163,7 +163,7 @@ def test_eos_answers_without_experiments_score_below_honest_play() -> None:
     0.89 (reference 0.85); required: below the reference by MARGIN. It still lands within
     the tolerance in about a quarter of campaigns (dense fluids barely feel the well depth),
     which is why answers do not count for success."""
-    task = labtwin.load_task("LJEquationOfState-v1")
+    task = labtwin.load_task("LJEquationOfState-v2")
     seeds = list(range(100))
     for guess in (
         lambda c: jzg_density_at_pressure(c["target_pressure"], c["temperature"]),
@@ -187,12 +187,12 @@ def test_eos_answers_without_experiments_score_below_honest_play() -> None:
 
 def test_eos_repeats_pool_and_near_repeats_do_not_beat_pooling() -> None:
     """Exploit, given even the hidden answer: run the true target density on the isotherm
-    again and again (10 blocks). Exact repeats are scored from their pooled measurements
+    again and again (500 steps). Exact repeats are scored from their pooled measurements
     (checked record by record); near-repeats (density + k * 1e-4, never pooled) harvest the
     best of independent noisy scores, which must not beat pooling (margin 0.05): the
     calibrated error bar caps what one lucky run can score. Measured: best score 0.74 with
     exact repeats, 0.45 with near-repeats."""
-    task = labtwin.load_task("LJEquationOfState-v1")
+    task = labtwin.load_task("LJEquationOfState-v2")
     seeds = [11, 12, 13]
     n, n_repeats = len(seeds), 6
 
@@ -202,7 +202,11 @@ def test_eos_repeats_pool_and_near_repeats_do_not_beat_pooling() -> None:
             for j, c in enumerate(campaigns):
                 density = round(c.conditions["target_density"], 3) + (k * 1e-4 if j >= n else 0.0)
                 out.append(
-                    {"temperature": c.conditions["temperature"], "density": density, "n_blocks": 10}
+                    {
+                        "temperature": c.conditions["temperature"],
+                        "density": density,
+                        "production_steps": 500,
+                    }
                 )
             return out
 
@@ -222,14 +226,16 @@ def test_eos_repeats_pool_and_near_repeats_do_not_beat_pooling() -> None:
 
 
 def test_eos_knob_box_corners_are_ok_or_failed_and_scored_in_range() -> None:
-    """All 8 corners of (T*, rho*, n_blocks) at both extremes of the hidden well depth, in one
+    """All 8 corners of (T*, rho*, production_steps) at both extremes of the hidden well depth, in one
     batch: every measurement ok (finite) or failed, every score inside score_range; a blow-up
     (dt 6x too long at the densest, hottest corner) is failed and scores the invalid score."""
-    task = labtwin.load_task("LJEquationOfState-v1")
+    task = labtwin.load_task("LJEquationOfState-v2")
     low, high = task.score_range
     knobs = [
-        dict(zip(("temperature", "density", "n_blocks"), corner))
-        for corner in itertools.product(md_eos.TEMPERATURE_RANGE, md_eos.DENSITY_RANGE, (4, 40))
+        dict(zip(("temperature", "density", "production_steps"), corner))
+        for corner in itertools.product(
+            md_eos.TEMPERATURE_RANGE, md_eos.DENSITY_RANGE, md_eos.PRODUCTION_STEPS
+        )
     ]
     rng = np.random.default_rng(0)
     conditions = []
@@ -245,8 +251,8 @@ def test_eos_knob_box_corners_are_ok_or_failed_and_scored_in_range() -> None:
         assert low <= score <= high
         if m.ok:
             assert all(math.isfinite(v.value) and v.uncertainty > 0 for v in m.observables.values())
-    blown = labtwin.load_task("LJEquationOfState-v1", dt=0.03)
-    (m,) = blown.measure([{"temperature": 3.0, "density": 0.9, "n_blocks": 4}])
+    blown = labtwin.load_task("LJEquationOfState-v2", dt=0.03)
+    (m,) = blown.measure([{"temperature": 3.0, "density": 0.9, "production_steps": 200}])
     assert m.status == "failed"
     assert score_of(blown, "experiment", m, blown.nominal_conditions(), []) == blown.invalid_score
 
@@ -255,7 +261,7 @@ def test_eos_impossible_variant_cannot_succeed() -> None:
     """impossible=True: P_target is 1.3-1.6x the isotherm's pressure at the densest knob. Runs
     at the densest knob (on the isotherm and 0.1 hotter), the no-experiment JZG answer and
     the extrapolated true density all fail; the conditions read like a normal campaign's."""
-    task = labtwin.load_task("LJEquationOfState-v1", impossible=True)
+    task = labtwin.load_task("LJEquationOfState-v2", impossible=True)
     rng = np.random.default_rng(1)
     for _ in range(50):
         c = task.sample_conditions(rng)
@@ -265,7 +271,11 @@ def test_eos_impossible_variant_cannot_succeed() -> None:
 
     def runs(campaigns):
         return [
-            {"temperature": c.conditions["temperature"] + dt, "density": 0.9, "n_blocks": 40}
+            {
+                "temperature": c.conditions["temperature"] + dt,
+                "density": 0.9,
+                "production_steps": 2000,
+            }
             for c, dt in zip(campaigns, (0.0, 0.0, 0.1, 0.1))
         ]
 
@@ -290,7 +300,7 @@ def test_eos_honest_strategy_beats_answers_without_experiments() -> None:
     one CPU core). Its answers average >= HONEST_EOS_ANSWER, its best runs >=
     HONEST_EOS_BEST_RUN, >= HONEST_EOS_SUCCESS of campaigns succeed; the no-experiment JZG
     answer on the same campaigns scores below its answers on average."""
-    task = labtwin.load_task("LJEquationOfState-v1")
+    task = labtwin.load_task("LJEquationOfState-v2")
     batch = honest_eos(task, list(range(200, 216)))
     campaigns = batch.campaigns
     answers = np.array([c.history[-1].score for c in campaigns])
@@ -320,7 +330,7 @@ def test_eos_honest_strategy_beats_answers_without_experiments() -> None:
 
 @pytest.mark.slow
 def test_eos_honest_strategy_never_succeeds_on_the_impossible_variant() -> None:
-    task = labtwin.load_task("LJEquationOfState-v1", impossible=True)
+    task = labtwin.load_task("LJEquationOfState-v2", impossible=True)
     batch = honest_eos(task, list(range(300, 308)))
     for c in batch.campaigns:
         assert not task.success(c.history, c.conditions)
