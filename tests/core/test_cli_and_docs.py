@@ -86,6 +86,18 @@ def test_readme_examples_run(tmp_path) -> None:
         assert done.stdout.strip(), f"README block {i} printed nothing"
 
 
+def test_the_third_party_lab_of_the_concepts_page_keeps_the_contract(tmp_path) -> None:
+    """docs/concepts.md's example lab passes check_lab and its calibration, as written."""
+    blocks = _python_blocks((ROOT / "docs" / "concepts.md").read_text())
+    (code,) = [b for b in blocks if "class Extraction" in b]
+    script = tmp_path / "extraction_lab.py"
+    script.write_text(code + "\n\ntest_extraction_keeps_the_labtwin_contract()\nprint('ok')\n")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
 def test_readme_commands_match_ci() -> None:
     """.ci/run runs the README's test command verbatim."""
     readme = (ROOT / "README.md").read_text()
