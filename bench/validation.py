@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import platform
+import re
 import time
 from importlib import metadata
 from pathlib import Path
@@ -28,7 +29,7 @@ from labtwin.calibration import MEAN_SEMS, RATIO_BAND, calibrate_lab, markdown_t
 ROOT = Path(__file__).resolve().parents[1]
 LJ = "LJEquationOfState-v2"
 #: states for the LJ finite-size table: supercritical and compressed liquid
-JZG_STATES = ((1.2, 0.8), (2.0, 0.5), (2.0, 0.8), (3.0, 0.6), (3.0, 0.9), (1.5, 0.3))
+JZG_STATES = ((1.2, 0.8), (2.0, 0.5), (3.0, 0.6), (3.0, 0.9), (1.5, 0.3))
 
 
 def lj_finite_size(n_boxes: int = 16, steps: int = 4000) -> str:
@@ -82,10 +83,11 @@ def main() -> None:
     labs = args.lab or labtwin.list_tasks()
     sections, timings = [], []
     for lab in labs:
+        sections.append("")
         task = labtwin.load_task(lab)
         if not task.calibration_points():
             exempt = "; ".join(f"`{k}`: {v}" for k, v in task.calibration_exempt.items())
-            sections.append(f"## {lab}\n\nNo calibration points. {exempt or ''}\n")
+            sections[-1] = f"## {lab}\n\nNo calibration points. {exempt}\n"
             continue
         start = time.perf_counter()
         results = calibrate_lab(task, n_seeds=args.seeds, progress=True)
@@ -94,9 +96,9 @@ def main() -> None:
         verdict = (
             "all calibrated" if not bad else "**problems**:\n\n" + "\n".join(f"- {p}" for p in bad)
         )
-        sections.append(f"## {lab}\n\n{markdown_table(results)}\n\n{verdict}\n")
+        sections[-1] = f"## {lab}\n\n{markdown_table(results)}\n\n{verdict}\n"
         if lab == LJ and not args.no_finite_size:
-            sections.append(
+            sections[-1] += "\n" + (
                 "### LJ boxes against the Johnson-Zollweg-Gubbins EOS\n\n"
                 "16 boxes x (1000 + 4000) steps per row, cutoff 2.45 with tail corrections; "
                 "the 108-atom rows are the lab's box, the 500-atom rows show how much of the "
@@ -121,9 +123,24 @@ errors of the mean in brackets; the criterion is {MEAN_SEMS:g} SEM plus the refe
 stated error. The same checks run as tests (`tests/tasks/test_calibration_*.py`, the full
 tables in the slow suite).
 
-Time per lab: {", ".join(f"{lab} {s:.0f} s" for lab, s in timings)}.
+Time per lab: PLACEHOLDER.
 """
-    args.out.write_text(header + "\n" + "\n".join(sections))
+    # one section per lab between markers: a run for some labs keeps the others' sections
+    old = args.out.read_text() if args.out.exists() else ""
+    kept = {
+        lab: block
+        for lab, block in re.findall(r"<!-- lab:(\S+) -->\n(.*?)<!-- /lab -->\n", old, re.S)
+    }
+    kept.update(dict(zip(labs, sections)))
+    body = "".join(f"<!-- lab:{lab} -->\n{block}<!-- /lab -->\n" for lab, block in kept.items())
+    times = re.findall(r"^Time per lab: (.*)\.$", old, re.M)
+    previous = dict(t.split(" ", 1) for t in times[0].split(", ") if " " in t) if times else {}
+    previous.update({lab: f"{s:.0f} s" for lab, s in timings})
+    header = header.replace(
+        "Time per lab: PLACEHOLDER.",
+        "Time per lab: " + ", ".join(f"{k} {v}" for k, v in previous.items()) + ".",
+    )
+    args.out.write_text(header + "\n" + body)
     print(f"wrote {args.out}")
 
 
