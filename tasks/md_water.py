@@ -102,6 +102,12 @@ class WaterDensity(Task):
     cost_unit = "ps"
     public_conditions = (ObservableSpec("target_density", "g/cm^3", "target density"),)
     default_budget = 10
+    #: not calibrated yet: the density's error bar is a thermodynamic floor (about 3x the
+    #: measured scatter of these runs) and the runs are shorter than the thermostat's
+    #: relaxation at the hottest states (docs/validation.md says what is missing)
+    calibration_exempt = {
+        "density": "not yet calibrated: a fluctuation floor about 3x the measured scatter",
+    }
     #: the closeness kernel's expectation lies in [0, 1]
     score_range = (0.0, 1.0)
     success_threshold = SUCCESS_THRESHOLD
