@@ -20,7 +20,7 @@ import numpy as np
 
 from labtwin.simulators.md.build import lj_fluid
 from labtwin.simulators.md.lj_warp import run_lj
-from labtwin.simulators.md.observables import replica_mean
+from labtwin.simulators.md.observables import replica_estimate
 from labtwin.simulators.md.state import MDState
 from labtwin.tasks.md_eos import REPLICAS, SAMPLE_EVERY
 
@@ -75,9 +75,7 @@ def main() -> None:
         def analyse(result=result):
             for i in range(n):
                 for name in ("pressure", "potential_energy", "temperature"):
-                    values = result.series[name][:, i * REPLICAS : (i + 1) * REPLICAS].T
-                    replica_mean(values)
-                    values.mean(axis=1).std(ddof=1)
+                    replica_estimate(result.series[name][:, i * REPLICAS : (i + 1) * REPLICAS].T)
 
         analysis, _ = timed(analyse, args.rounds)
         rows.append(

@@ -25,7 +25,7 @@ in 16,000 points.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -78,7 +78,6 @@ class ObservableCalibration:
     reference: float | None = None
     reference_error: float = 0.0
     reference_source: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ratio(self) -> float:

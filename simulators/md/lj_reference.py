@@ -12,8 +12,8 @@ and evaluates each sampled frame with a direct all-pairs NumPy sum (minimum imag
 - kinetic temperature ``sum m v^2 / (3 N)`` (3N degrees of freedom under Langevin dynamics,
   as the lab counts them).
 
-The means and their standard errors come from :func:`~.observables.replica_mean` over
-independent replicas. Used by the lab's calibration (its ``calibration_reference``) and
+The means and their standard errors come from :func:`~.observables.replica_estimate` over
+independent replicas (the same estimator as the lab's). Used by the lab's calibration (its ``calibration_reference``) and
 ``bench/validation.py``; slow by design (one Python call per sample), not a production
 engine.
 """
@@ -29,7 +29,7 @@ from labtwin.simulators.md.observables import (
     SeriesMean,
     lj_tail_energy,
     lj_tail_pressure,
-    replica_mean,
+    replica_estimate,
 )
 from labtwin.simulators.md.openmm_engine import ARGON, lj_system
 
@@ -115,8 +115,8 @@ def openmm_lj_reference(
             series["pressure"][r, k] = (n_atoms * t_kin + virial / 3.0) / volume + tail_p
             series["temperature"][r, k] = t_kin
     return ReferenceRun(
-        pressure=replica_mean(series["pressure"]),
-        potential_energy=replica_mean(series["energy"]),
-        temperature=replica_mean(series["temperature"]),
+        pressure=replica_estimate(series["pressure"]),
+        potential_energy=replica_estimate(series["energy"]),
+        temperature=replica_estimate(series["temperature"]),
         series=series,
     )

@@ -78,6 +78,23 @@ def replica_mean(replicas: Sequence[np.ndarray] | np.ndarray) -> SeriesMean:
     return SeriesMean(mean, float(np.sqrt(variance * g / n)), g, n)
 
 
+def replica_estimate(replicas: np.ndarray) -> SeriesMean:
+    """:func:`replica_mean` of ``(replica, sample)`` series with the standard error raised to
+    the spread of the replica means over ``sqrt(replicas)`` where that is larger.
+
+    Each estimate is too small on its own in a short run: pymbar's autocorrelation function
+    of a few hundred samples is cut off before its slow tail, and the spread of a few
+    replica means is an estimate with few degrees of freedom; the larger of the two is the
+    error bar the MD labs report (calibrated in ``docs/validation.md``).
+    """
+    values = np.asarray(replicas, dtype=np.float64)
+    estimate = replica_mean(values)
+    spread = float(values.mean(axis=1).std(ddof=1)) / np.sqrt(len(values))
+    return SeriesMean(
+        estimate.mean, max(estimate.stderr, spread), estimate.inefficiency, estimate.n_samples
+    )
+
+
 def block_average(series: np.ndarray, n_blocks: int = 10) -> tuple[np.ndarray, np.ndarray]:
     """Mean and block standard error along axis 0 of ``series`` (n_samples, ...).
 
