@@ -8,7 +8,7 @@
   (LJEquationOfState-v2), with an isotherm-fit analysis tool and a final answer.
 - :mod:`labtwin.tasks.md_cluster` — annealing schedules for LJ13 and LJ38
   clusters (LJClusterAnneal-v0, LJ38ClusterAnneal-v0).
-- :mod:`labtwin.tasks.md_water` — TIP3P water density with OpenMM (WaterDensity-v1).
+- :mod:`labtwin.tasks.md_water` — TIP3P water density with OpenMM (WaterDensity-v2).
 
 Labs register themselves with :func:`labtwin.register_task`; installed labs are
 also advertised through the ``labtwin.tasks`` entry points in pyproject.toml.

@@ -7,7 +7,7 @@
 - :mod:`labtwin.tasks.md_cluster` — ``LJClusterAnneal-v0`` (LJ13) and
   ``LJ38ClusterAnneal-v0``: anneal a Lennard-Jones cluster, quench, and approach the
   known global minimum.
-- :mod:`labtwin.tasks.md_water` — ``WaterDensity-v1``: reach a target TIP3P water density
+- :mod:`labtwin.tasks.md_water` — ``WaterDensity-v2``: reach a target TIP3P water density
   by choosing temperature and pressure (OpenMM, short NPT runs).
 
 Importing this module registers all of them.

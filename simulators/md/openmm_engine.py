@@ -264,6 +264,23 @@ class WaterDensityResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class WaterReplicaResult:
+    """Production series of independent replica NPT runs of one TIP3P box at one state.
+
+    Every array is (n_replicas, n_samples), one sample every ``info["sample_ps"]``.
+    """
+
+    density: np.ndarray  # g/cm^3
+    potential_energy: np.ndarray  # kJ/mol per molecule
+    kinetic_temperature: np.ndarray  # K, 2 KE / (n_dof k_B)
+    n_waters: int
+    temperature_k: float
+    pressure_bar: float
+    platform: str
+    info: dict[str, Any] = field(default_factory=dict)
+
+
 _WATER_CACHE: dict[tuple, dict[str, Any]] = {}
 
 
@@ -303,27 +320,55 @@ def _water_setup(box_nm: float, cutoff_nm: float, platform: str, seed: int) -> d
         "CPU": {"DeterministicForces": "true", "Threads": "1"},
     }.get(platform, {})
     context = mm.Context(system, integrator, mm.Platform.getPlatformByName(platform), properties)
-    masses = sum(system.getParticleMass(i)._value for i in range(system.getNumParticles()))
+    masses = np.array([system.getParticleMass(i)._value for i in range(system.getNumParticles())])
+    removes_com = any(isinstance(f, mm.CMMotionRemover) for f in system.getForces())
+    n_waters = modeller.topology.getNumResidues()
     setup = {
         "context": context,
         "integrator": integrator,
         "barostat": barostat,
         "positions": modeller.positions,
         "box": modeller.topology.getPeriodicBoxVectors(),
-        "total_mass_amu": masses,
-        "n_waters": modeller.topology.getNumResidues(),
+        "total_mass_amu": float(masses.sum()),
+        "molecule_masses": masses.reshape(n_waters, -1),  # addSolvent: O, H1, H2 per water
+        "n_waters": n_waters,
+        # rigid water: 3 constraints per molecule; the CMMotionRemover takes 3 more
+        "n_dof": 3 * system.getNumParticles() - system.getNumConstraints() - 3 * removes_com,
     }
     _WATER_CACHE[key] = setup
     return setup
 
 
-def _reset_water_context(setup: dict[str, Any], seed: int) -> None:
+def _reset_water_context(setup: dict[str, Any], seed: int, barostat_every: int = 25) -> None:
     """Give the cached Context fresh random streams: the integrator's and barostat's seeds
     only take effect when a Context is (re)initialised, so without this a run would continue
-    the previous run's streams and depend on what ran before it."""
+    the previous run's streams and depend on what ran before it. The barostat's move
+    interval (steps) is read at the same time."""
     setup["integrator"].setRandomNumberSeed(_openmm_seed(seed))
     setup["barostat"].setRandomNumberSeed(_openmm_seed(seed))
+    setup["barostat"].setFrequency(int(barostat_every))
     setup["context"].reinitialize()  # also resets Context parameters to their defaults
+
+
+def _set_water_state(
+    setup: dict[str, Any],
+    temperature_k: float,
+    pressure_bar: float,
+    dt_fs: float,
+    friction_per_ps: float,
+    positions: Any,
+    box: Any,
+) -> None:
+    """Thermostat, barostat, step, positions and box of the (freshly reset) Context."""
+    mm = _openmm()
+    context, integrator = setup["context"], setup["integrator"]
+    integrator.setTemperature(temperature_k)
+    integrator.setFriction(friction_per_ps)
+    integrator.setStepSize(dt_fs * 1e-3)
+    context.setParameter(mm.MonteCarloBarostat.Pressure(), pressure_bar)
+    context.setParameter(mm.MonteCarloBarostat.Temperature(), temperature_k)
+    context.setPeriodicBoxVectors(*box)
+    context.setPositions(positions)
 
 
 _EQUILIBRATED_SEED = 12345
@@ -337,19 +382,35 @@ def _equilibrated_start(setup: dict[str, Any], equilibrate_ps: float, dt_fs: flo
         mm = _openmm()
         context, integrator = setup["context"], setup["integrator"]
         _reset_water_context(setup, _EQUILIBRATED_SEED)
-        integrator.setTemperature(298.15)
-        integrator.setFriction(1.0)
-        integrator.setStepSize(dt_fs * 1e-3)
-        context.setParameter(mm.MonteCarloBarostat.Pressure(), 1.0)
-        context.setParameter(mm.MonteCarloBarostat.Temperature(), 298.15)
-        context.setPeriodicBoxVectors(*setup["box"])
-        context.setPositions(setup["positions"])
+        _set_water_state(setup, 298.15, 1.0, dt_fs, 1.0, setup["positions"], setup["box"])
         mm.LocalEnergyMinimizer.minimize(context, 10.0, 500)
         context.setVelocitiesToTemperature(298.15, _EQUILIBRATED_SEED)
         integrator.step(int(round(equilibrate_ps * 1000.0 / dt_fs)))
         state = context.getState(getPositions=True)
         setup[key] = (state.getPositions(), state.getPeriodicBoxVectors())
     return setup[key]
+
+
+def _box_volume(box: Any) -> float:
+    """Volume (nm^3) of a rectangular box given as three OpenMM vectors."""
+    edges = [np.asarray(getattr(v, "_value", v), dtype=np.float64) for v in box]
+    return float(edges[0][0] * edges[1][1] * edges[2][2])
+
+
+def _sample_water(setup: dict[str, Any], n_samples: int, sample_every: int) -> np.ndarray:
+    """Advance ``n_samples * sample_every`` steps; (n_samples, 3) density (g/cm^3), potential
+    energy per molecule (kJ/mol) and kinetic temperature (K) after every ``sample_every``."""
+    context, integrator = setup["context"], setup["integrator"]
+    kinetic_to_k = 2.0 / (setup["n_dof"] * BOLTZMANN_KJ_PER_MOL_K)
+    out = np.zeros((n_samples, 3))
+    for k in range(n_samples):
+        integrator.step(sample_every)
+        s = context.getState(getEnergy=True)
+        volume = s.getPeriodicBoxVolume()._value  # nm^3
+        out[k, 0] = setup["total_mass_amu"] / volume * G_PER_CM3_PER_AMU_PER_NM3
+        out[k, 1] = s.getPotentialEnergy()._value / setup["n_waters"]
+        out[k, 2] = s.getKineticEnergy()._value * kinetic_to_k
+    return out
 
 
 def water_npt_density(
@@ -366,6 +427,7 @@ def water_npt_density(
     seed: int = 0,
     platform: str | None = None,
     start_equilibrated_ps: float = 0.0,
+    barostat_every: int = 25,
 ) -> WaterDensityResult:
     """TIP3P water box protocol: minimise, equilibrate NPT, then measure the density.
 
@@ -373,8 +435,8 @@ def water_npt_density(
     ``Modeller.addSolvent`` with the Amber14 TIP3P force field shipped with OpenMM; PME
     electrostatics (real-space ``cutoff_nm``, LJ with the default dispersion correction),
     rigid water, LangevinMiddle thermostat and a MonteCarloBarostat at ``pressure_bar``
-    (volume moves every 25 steps). Each call starts from the same solvated box, reusing the
-    cached Context (only positions, box, velocities and parameters are reset).
+    (a volume move every ``barostat_every`` steps). Each call starts from the same solvated
+    box, reusing the cached Context (only positions, box, velocities and parameters are reset).
 
     With ``start_equilibrated_ps`` > 0 a call starts instead from the box minimised and
     equilibrated for that long at 298.15 K and 1 bar (computed once and cached), and skips
@@ -392,14 +454,8 @@ def water_npt_density(
         positions, box = _equilibrated_start(setup, start_equilibrated_ps, dt_fs)
     else:
         positions, box = setup["positions"], setup["box"]
-    _reset_water_context(setup, seed)
-    integrator.setTemperature(temperature_k)
-    integrator.setFriction(friction_per_ps)
-    integrator.setStepSize(dt_fs * 1e-3)
-    context.setParameter(mm.MonteCarloBarostat.Pressure(), pressure_bar)
-    context.setParameter(mm.MonteCarloBarostat.Temperature(), temperature_k)
-    context.setPeriodicBoxVectors(*box)
-    context.setPositions(positions)
+    _reset_water_context(setup, seed, barostat_every)
+    _set_water_state(setup, temperature_k, pressure_bar, dt_fs, friction_per_ps, positions, box)
     if start_equilibrated_ps <= 0:
         mm.LocalEnergyMinimizer.minimize(context, 10.0, 500)
     context.setVelocitiesToTemperature(temperature_k, _openmm_seed(seed))
@@ -407,14 +463,8 @@ def water_npt_density(
     steps_per_ps = int(round(1000.0 / dt_fs))
     integrator.step(int(round(equilibration_ps * steps_per_ps)))
     n_samples = int(round(production_ps * steps_per_ps)) // sample_every
-    density = np.zeros(n_samples)
-    energy = np.zeros(n_samples)
-    for k in range(n_samples):
-        integrator.step(sample_every)
-        s = context.getState(getEnergy=True)
-        volume = s.getPeriodicBoxVolume()._value  # nm^3
-        density[k] = setup["total_mass_amu"] / volume * G_PER_CM3_PER_AMU_PER_NM3
-        energy[k] = s.getPotentialEnergy()._value / setup["n_waters"]
+    series = _sample_water(setup, n_samples, sample_every)
+    density, energy = series[:, 0], series[:, 1]
     mean, err = block_average(density, n_blocks)
     return WaterDensityResult(
         density=float(mean),
@@ -432,6 +482,196 @@ def water_npt_density(
             "production_ps": production_ps,
             "dt_fs": dt_fs,
             "start_equilibrated_ps": start_equilibrated_ps,
+            "barostat_every": barostat_every,
             "volume_nm3": float(setup["total_mass_amu"] / mean * G_PER_CM3_PER_AMU_PER_NM3),
+        },
+    )
+
+
+# ---- replica protocol: a stock of pre-equilibrated boxes, then independent replicas ---------
+
+#: the grid of states at which pre-equilibrated starting boxes are kept (K, bar); a replica
+#: starts from the nearest one (at most 11.9 K and 500 bar away inside 275-370 K, 1-2000 bar)
+WATER_STOCK_TEMPERATURES_K = (275.0, 298.75, 322.5, 346.25, 370.0)
+WATER_STOCK_PRESSURES_BAR = (1.0, 1000.0, 2000.0)
+_STOCK_SEED = 24680
+#: density guess (g/cm^3) for a starting box: quadratic in t = (T - 322.5 K) / 47.5 K and
+#: p = (P - 1000 bar) / 1000 bar, fitted to 60 ps runs of the 1.6 nm box at the 3 x 3 corners,
+#: edge centres and centre of 275-370 K x 1-2000 bar (docs/md_labs.md); residuals <= 0.006
+_DENSITY_GUESS = (1.0171, -0.0405, 0.0470, -0.0024, -0.0071, 0.0064)
+
+
+def tip3p_density_guess(temperature_k: float, pressure_bar: float) -> float:
+    """Rough TIP3P density (g/cm^3) of the lab's box, used only to scale starting boxes.
+
+    >>> round(tip3p_density_guess(322.5, 1000.0), 4)
+    1.0171
+    """
+    t, p = (temperature_k - 322.5) / 47.5, (pressure_bar - 1000.0) / 1000.0
+    c = _DENSITY_GUESS
+    return c[0] + c[1] * t + c[2] * p + c[3] * t * t + c[4] * p * p + c[5] * t * p
+
+
+def _scaled_to_density(setup: dict[str, Any], positions: Any, box: Any, density: float):
+    """Positions and box with every molecule's centre of mass (and the box) scaled so that
+    the box has ``density`` (g/cm^3); molecules keep their shape, as in a barostat move."""
+    mm = _openmm()
+    masses = setup["molecule_masses"]
+    xyz = np.asarray(getattr(positions, "_value", positions), dtype=np.float64)
+    xyz = xyz.reshape(masses.shape[0], masses.shape[1], 3)
+    now = setup["total_mass_amu"] / _box_volume(box) * G_PER_CM3_PER_AMU_PER_NM3
+    scale = (now / density) ** (1.0 / 3.0)
+    com = (xyz * masses[..., None]).sum(axis=1) / masses.sum(axis=1)[:, None]
+    xyz = xyz + (scale - 1.0) * com[:, None, :]
+    edges = [np.asarray(getattr(v, "_value", v), dtype=np.float64) * scale for v in box]
+    return xyz.reshape(-1, 3), tuple(mm.Vec3(*e) for e in edges)
+
+
+def _stock_parent(temperature_k: float, pressure_bar: float) -> tuple[float, float] | None:
+    """The stock state a stock box is grown from: the next lower pressure, else the next
+    temperature towards 298.75 K at 1 bar (None: grown from the ambient box)."""
+    temps, pressures = WATER_STOCK_TEMPERATURES_K, WATER_STOCK_PRESSURES_BAR
+    j = pressures.index(pressure_bar)
+    if j > 0:
+        return temperature_k, pressures[j - 1]
+    i, root = temps.index(temperature_k), temps.index(298.75)
+    if i == root:
+        return None
+    return temps[i + (1 if i < root else -1)], pressures[0]
+
+
+def _stock_box(
+    setup: dict[str, Any],
+    state: tuple[float, float],
+    index: int,
+    build_ps: float,
+    spacing_ps: float,
+    dt_fs: float,
+    friction_per_ps: float,
+    barostat_every: int,
+) -> tuple[np.ndarray, Any]:
+    """Positions and box of stock box ``index`` at a grid state, computed once per cached
+    setup (so that it depends on nothing but the arguments): box 0 is the parent state's
+    box 0 scaled to the guessed density and run ``build_ps`` at the state; box k is box
+    k - 1 run ``spacing_ps`` further. Each run has a fixed seed of its own."""
+    temperature_k, pressure_bar = state
+    protocol = (build_ps, spacing_ps, dt_fs, friction_per_ps, barostat_every)
+    key = ("stock", state, index, protocol)
+    if key in setup:
+        return setup[key]
+    if index > 0:
+        positions, box = _stock_box(setup, state, index - 1, *protocol)
+        run_ps = spacing_ps
+    else:
+        parent = _stock_parent(temperature_k, pressure_bar)
+        if parent is None:
+            positions, box = _equilibrated_start(setup, 1.0, 2.0)
+        else:
+            positions, box = _stock_box(setup, parent, 0, *protocol)
+        guess = tip3p_density_guess(temperature_k, pressure_bar)
+        positions, box = _scaled_to_density(setup, positions, box, guess)
+        run_ps = build_ps
+    i = WATER_STOCK_TEMPERATURES_K.index(temperature_k)
+    j = WATER_STOCK_PRESSURES_BAR.index(pressure_bar)
+    seed = _STOCK_SEED + 1000 * index + 10 * i + j
+    _reset_water_context(setup, seed, barostat_every)
+    _set_water_state(setup, temperature_k, pressure_bar, dt_fs, friction_per_ps, positions, box)
+    setup["context"].setVelocitiesToTemperature(temperature_k, _openmm_seed(seed))
+    setup["integrator"].step(int(round(run_ps * 1000.0 / dt_fs)))
+    result = setup["context"].getState(getPositions=True)
+    setup[key] = (result.getPositions(asNumpy=True)._value, result.getPeriodicBoxVectors())
+    return setup[key]
+
+
+def nearest_stock_state(temperature_k: float, pressure_bar: float) -> tuple[float, float]:
+    """The stock grid state a run at (temperature_k, pressure_bar) starts from."""
+    t = min(WATER_STOCK_TEMPERATURES_K, key=lambda g: (abs(g - temperature_k), g))
+    p = min(WATER_STOCK_PRESSURES_BAR, key=lambda g: (abs(g - pressure_bar), g))
+    return t, p
+
+
+def water_npt_replicas(
+    temperature_k: float,
+    pressure_bar: float,
+    n_replicas: int = 4,
+    equilibration_ps: float = 1.0,
+    production_ps: float = 1.0,
+    seed: int = 0,
+    box_nm: float = 1.6,
+    cutoff_nm: float = 0.7,
+    dt_fs: float = 2.0,
+    friction_per_ps: float = 5.0,
+    barostat_every: int = 5,
+    sample_every: int = 25,
+    stock_build_ps: float = 3.0,
+    stock_spacing_ps: float = 1.5,
+    equilibration_dt_fs: float | None = None,
+    platform: str | None = None,
+) -> WaterReplicaResult:
+    """Independent NPT replicas of a TIP3P box at one state, for error bars from the data.
+
+    The system is that of :func:`water_npt_density`. Replica ``r`` starts from stock box
+    ``r`` of the nearest grid state (:data:`WATER_STOCK_TEMPERATURES_K` x
+    :data:`WATER_STOCK_PRESSURES_BAR`): the first grown once per process from its
+    neighbour state for ``stock_build_ps``, the next ones ``stock_spacing_ps`` apart along
+    one run at the grid state, each with a fixed seed. The box is scaled to the guessed
+    density of the requested state (:func:`tip3p_density_guess`), velocities are drawn at
+    ``temperature_k``, the replica equilibrates for ``equilibration_ps`` and is then sampled
+    every ``sample_every`` steps for ``production_ps``. Replica ``r`` draws its velocities
+    and its thermostat and barostat streams from the ``r``-th seed of ``seed``'s
+    ``SeedSequence``, so the replicas are independent and the result depends only on the
+    arguments, whatever ran before.
+    """
+    platform = platform or select_platform()
+    setup = _water_setup(box_nm, cutoff_nm, platform, seed)
+    eq_dt_fs = dt_fs if equilibration_dt_fs is None else float(equilibration_dt_fs)
+    steps_per_ps = 1000.0 / dt_fs
+    n_samples = int(round(production_ps * steps_per_ps)) // sample_every
+    if n_replicas < 1 or n_samples < 2:
+        raise ValueError("need at least one replica and two production samples")
+    stock_state = nearest_stock_state(temperature_k, pressure_bar)
+    protocol = (stock_build_ps, stock_spacing_ps, eq_dt_fs, friction_per_ps, barostat_every)
+    guess = tip3p_density_guess(temperature_k, pressure_bar)
+    seeds = np.random.SeedSequence(int(seed)).generate_state(2 * n_replicas).reshape(-1, 2)
+    series = np.zeros((n_replicas, n_samples, 3))
+    context, integrator = setup["context"], setup["integrator"]
+    for r, (replica_seed, velocity_seed) in enumerate(seeds.tolist()):
+        positions, box = _stock_box(setup, stock_state, r, *protocol)
+        positions, box = _scaled_to_density(setup, positions, box, guess)
+        _reset_water_context(setup, replica_seed, barostat_every)
+        _set_water_state(
+            setup, temperature_k, pressure_bar, eq_dt_fs, friction_per_ps, positions, box
+        )
+        context.setVelocitiesToTemperature(temperature_k, _openmm_seed(replica_seed))
+        integrator.step(int(round(equilibration_ps * 1000.0 / eq_dt_fs)))
+        if eq_dt_fs != dt_fs:
+            # the longer step's half-step velocities read warm: production starts from
+            # velocities drawn afresh at the set point
+            integrator.setStepSize(dt_fs * 1e-3)
+            context.setVelocitiesToTemperature(temperature_k, _openmm_seed(velocity_seed))
+        series[r] = _sample_water(setup, n_samples, sample_every)
+    return WaterReplicaResult(
+        density=series[..., 0],
+        potential_energy=series[..., 1],
+        kinetic_temperature=series[..., 2],
+        n_waters=setup["n_waters"],
+        temperature_k=temperature_k,
+        pressure_bar=pressure_bar,
+        platform=platform,
+        info={
+            "box_nm": box_nm,
+            "cutoff_nm": cutoff_nm,
+            "n_replicas": n_replicas,
+            "equilibration_ps": equilibration_ps,
+            "production_ps": n_samples * sample_every / steps_per_ps,
+            "sample_ps": sample_every / steps_per_ps,
+            "dt_fs": dt_fs,
+            "equilibration_dt_fs": eq_dt_fs,
+            "friction_per_ps": friction_per_ps,
+            "barostat_every": barostat_every,
+            "stock_state": stock_state,
+            "stock_build_ps": stock_build_ps,
+            "stock_spacing_ps": stock_spacing_ps,
+            "n_dof": setup["n_dof"],
         },
     )

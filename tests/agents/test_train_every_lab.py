@@ -28,7 +28,7 @@ from labtwin.campaign import campaign_rng
 from labtwin.measurement import to_jsonable
 from labtwin.registry import short_id
 
-SLOW_LABS = {"WaterDensity-v1"}  # seconds per simulator call: one experiment per campaign
+SLOW_LABS = {"WaterDensity-v2"}  # seconds per simulator call: one experiment per campaign
 
 
 def tiny_config(task_id: str, out) -> TrainConfig:
