@@ -1,0 +1,36 @@
+"""Molecules with RDKit and GFN2-xTB (tblite), measured in worker processes and cached.
+
+- :mod:`~labtwin.simulators.chem.molecule` — parse, sanitise, canonicalise and screen
+  SMILES (RDKit's own messages for bad input; metals, isotopes, radicals, charges,
+  fragments and size limits; structural alerts);
+- :mod:`~labtwin.simulators.chem.descriptors` — RDKit descriptors, QED, SA score and
+  Morgan-fingerprint Tanimoto similarity;
+- :mod:`~labtwin.simulators.chem.conformers` — ETKDG conformers and MMFF94 energies;
+- :mod:`~labtwin.simulators.chem.xtb` — GFN2-xTB single points through tblite;
+- :mod:`~labtwin.simulators.chem.workers` — a spawned process pool, one molecule per job
+  with a timeout, crashed or stalled workers replaced;
+- :mod:`~labtwin.simulators.chem.engine` — :class:`MoleculeEngine`: batches, the cache.
+
+RDKit and tblite are imported inside the functions that use them.
+"""
+
+from labtwin.simulators.chem.engine import (
+    KINDS,
+    UNITS,
+    MoleculeEngine,
+    MoleculeResult,
+    MoleculeSettings,
+    measure_job,
+)
+from labtwin.simulators.chem.molecule import Limits, parse_smiles
+
+__all__ = [
+    "KINDS",
+    "UNITS",
+    "Limits",
+    "MoleculeEngine",
+    "MoleculeResult",
+    "MoleculeSettings",
+    "measure_job",
+    "parse_smiles",
+]

@@ -1,0 +1,248 @@
+"""The molecule engine: SMILES in, measured properties out, in worker processes, cached.
+
+:meth:`MoleculeEngine.measure` takes a batch of SMILES and a measurement kind:
+
+- ``"descriptors"`` — the RDKit descriptors of :mod:`~labtwin.simulators.chem.descriptors`
+  and the structural alerts of :func:`~labtwin.simulators.chem.molecule.structural_alerts`;
+- ``"xtb"`` — those, plus an ETKDG/MMFF94 conformer ensemble
+  (:mod:`~labtwin.simulators.chem.conformers`) and a GFN2-xTB single point on its
+  lowest-energy conformer (:mod:`~labtwin.simulators.chem.xtb`).
+
+Each SMILES is parsed, sanitised, canonicalised and screened in the calling process
+(:mod:`~labtwin.simulators.chem.molecule`: cheap, and needed for the cache key); what
+fails there is ``invalid`` with the reason. The rest is measured in a
+:class:`~labtwin.simulators.chem.workers.MoleculePool`, one molecule per job with a
+per-kind timeout, from its canonical SMILES, so a result is a function of
+``(canonical SMILES, kind, settings)`` alone. A molecule whose worker crashed or ran out
+of time is ``failed`` with the reason; its batch-mates are measured all the same.
+
+The cache holds ``ok`` results under that key (never failures, which depend on the
+machine's load). Every computation is deterministic (fixed embedding seed, one thread),
+so a cached result equals a recomputed one exactly; a lab that adds measurement noise
+draws it per experiment after the cache.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from labtwin.simulators.chem.conformers import (
+    ConformerError,
+    ConformerSettings,
+    conformer_ensemble,
+)
+from labtwin.simulators.chem.descriptors import DESCRIPTOR_UNITS, descriptors
+from labtwin.simulators.chem.molecule import Limits, parse_smiles, problems, structural_alerts
+from labtwin.simulators.chem.workers import MoleculePool
+from labtwin.simulators.chem.xtb import XtbError, XtbSettings, gfn2_single_point
+
+Kind = Literal["descriptors", "xtb"]
+KINDS: tuple[str, ...] = ("descriptors", "xtb")
+#: units of the conformer and xTB values an ``"xtb"`` measurement adds
+THREE_D_UNITS = {
+    "mmff_energy_min": "kcal/mol",
+    "conformer_strain": "kcal/mol",
+    "conformer_spread": "kcal/mol",
+    "xtb_energy": "Eh",
+    "xtb_gap": "eV",
+    "xtb_dipole": "D",
+}
+UNITS = {**DESCRIPTOR_UNITS, **THREE_D_UNITS}
+
+
+@dataclass(frozen=True)
+class MoleculeSettings:
+    """Everything a result depends on besides the molecule and the kind."""
+
+    conformers: ConformerSettings = ConformerSettings()
+    xtb: XtbSettings = XtbSettings()
+    limits: Limits = Limits()
+
+
+@dataclass(frozen=True)
+class MoleculeResult:
+    """One molecule measured: ``status`` ``ok`` / ``invalid`` / ``failed`` with ``reason``.
+
+    ``values`` maps names of :data:`UNITS` to floats (descriptors always; the 3D values
+    for kind ``"xtb"``); ``alerts`` lists structural alerts; ``n_atoms`` counts atoms
+    with hydrogens.
+    """
+
+    status: Literal["ok", "invalid", "failed"]
+    smiles: str = ""
+    canonical: str = ""
+    kind: str = ""
+    values: dict[str, float] = field(default_factory=dict)
+    alerts: tuple[str, ...] = ()
+    n_atoms: int = 0
+    reason: str = ""
+    notes: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a worker gets: one canonical SMILES, the kind and the settings."""
+
+    canonical: str
+    kind: str
+    settings: MoleculeSettings
+
+
+def measure_job(job: Job) -> MoleculeResult:
+    """Measure one molecule (in a worker). Expected chemistry failures (no conformer, no
+    MMFF94 parameters, SCF not converged) are ``failed`` results; anything else raises."""
+    from rdkit import Chem
+
+    mol = Chem.MolFromSmiles(job.canonical)
+    if mol is None:  # a canonical SMILES of RDKit's own always reads back
+        raise RuntimeError(f"canonical SMILES {job.canonical!r} did not parse")
+    values = descriptors(mol)
+    alerts = tuple(structural_alerts(mol))
+    n_atoms = Chem.AddHs(mol).GetNumAtoms()
+    base = dict(canonical=job.canonical, kind=job.kind, alerts=alerts, n_atoms=n_atoms)
+    if job.kind == "descriptors":
+        return MoleculeResult("ok", values=values, **base)
+    notes: list[str] = []
+    try:
+        ensemble = conformer_ensemble(mol, job.settings.conformers)
+    except ConformerError as err:
+        return MoleculeResult("failed", reason=f"conformers: {err}", **base)
+    if not ensemble.converged.all():
+        notes.append(
+            f"MMFF94 minimisation of {int((~ensemble.converged).sum())} of "
+            f"{len(ensemble.converged)} conformers stopped at "
+            f"{job.settings.conformers.mmff_max_iters} iterations"
+        )
+    values |= ensemble.summary()
+    try:
+        values |= gfn2_single_point(
+            ensemble.atomic_numbers, ensemble.positions_angstrom, job.settings.xtb
+        )
+    except XtbError as err:
+        return MoleculeResult("failed", reason=f"GFN2-xTB: {err}", **base)
+    return MoleculeResult("ok", values=values, notes=tuple(notes), **base)
+
+
+def warm_up() -> None:
+    """Import RDKit and tblite and load the SA-score table (a worker's start-up, so that a
+    molecule's timeout measures the molecule)."""
+    from rdkit.Chem import QED, AllChem, rdDistGeom  # noqa: F401
+    from tblite.interface import Calculator  # noqa: F401
+
+    from labtwin.simulators.chem.descriptors import sascorer
+
+    sascorer().readFragmentScores()
+
+
+class MoleculeEngine:
+    """Measures batches of SMILES (see the module docs).
+
+    ``timeouts_s`` maps a kind to the seconds one molecule may take in its worker;
+    ``job_function`` is what a worker runs per molecule (:func:`measure_job`; a test may
+    pass one that crashes on purpose); ``cache_size`` bounds the cache (least recently
+    used results are dropped first).
+    """
+
+    def __init__(
+        self,
+        settings: MoleculeSettings = MoleculeSettings(),
+        n_workers: int = 1,
+        timeouts_s: dict[str, float] | None = None,
+        job_function: Any = measure_job,
+        cache_size: int = 4096,
+    ) -> None:
+        self.settings = settings
+        self.timeouts_s = {"descriptors": 30.0, "xtb": 120.0, **(timeouts_s or {})}
+        self.job_function = job_function
+        self.pool = MoleculePool(n_workers, initializer=warm_up)
+        self.cache_size = int(cache_size)
+        self._cache: OrderedDict[tuple, MoleculeResult] = OrderedDict()
+        self._lock = threading.Lock()
+        #: molecules measured in workers (not served from the cache); for tests and logs
+        self.computed = 0
+
+    def cache_key(self, canonical: str, kind: str) -> tuple:
+        return (canonical, kind, self.settings)
+
+    def screen(self, smiles: str) -> MoleculeResult | str:
+        """The canonical SMILES of an acceptable molecule, or its ``invalid`` result."""
+        parsed = parse_smiles(smiles, self.settings.limits)
+        if not parsed.ok:
+            return MoleculeResult("invalid", smiles=_short(smiles), reason=parsed.reason)
+        found = problems(parsed.mol, self.settings.limits)
+        if found:
+            return MoleculeResult(
+                "invalid",
+                smiles=_short(smiles),
+                canonical=parsed.canonical,
+                reason=f"{parsed.canonical[:80]}: " + "; ".join(found),
+            )
+        return parsed.canonical
+
+    def measure(self, smiles: list[str], kind: str) -> list[MoleculeResult]:
+        """One result per SMILES, in order; never raises for bad molecules."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown measurement kind {kind!r}; one of {KINDS}")
+        results: list[MoleculeResult | None] = [None] * len(smiles)
+        todo: dict[tuple, list[int]] = {}
+        with self._lock:
+            for i, s in enumerate(smiles):
+                screened = self.screen(s)
+                if isinstance(screened, MoleculeResult):
+                    results[i] = screened
+                    continue
+                key = self.cache_key(screened, kind)
+                if key in self._cache:
+                    self._cache.move_to_end(key)
+                    results[i] = self._cache[key]
+                else:
+                    todo.setdefault(key, []).append(i)
+            keys = list(todo)
+            jobs = [Job(key[0], kind, self.settings) for key in keys]
+            outcomes = self.pool.map(self.job_function, jobs, self.timeouts_s[kind]) if jobs else []
+            self.computed += len(jobs)
+            for key, job, outcome in zip(keys, jobs, outcomes):
+                if outcome.ok:
+                    result = outcome.value
+                    if result.ok:
+                        self._store(key, result)
+                else:
+                    result = MoleculeResult(
+                        "failed", canonical=job.canonical, kind=kind, reason=outcome.failed
+                    )
+                for i in todo[key]:
+                    results[i] = result
+        return [
+            r if r.smiles == smiles[i] else _with_input(r, smiles[i])
+            for i, r in enumerate(results)  # type: ignore[misc]
+        ]
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def _store(self, key: tuple, result: MoleculeResult) -> None:
+        self._cache[key] = result
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+
+def _short(smiles: Any, limit: int = 200) -> str:
+    text = smiles if isinstance(smiles, str) else repr(smiles)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _with_input(result: MoleculeResult, smiles: Any) -> MoleculeResult:
+    from dataclasses import replace
+
+    return replace(result, smiles=_short(smiles))

@@ -1,0 +1,191 @@
+"""Reading a SMILES string: parse, sanitise, canonicalise, and screen the structure.
+
+:func:`parse_smiles` gives a sanitised RDKit molecule and its canonical SMILES, or the
+reason RDKit gave for rejecting the input (its own error-log messages, tidied).
+:func:`screen` lists what makes a parsed molecule unfit for a drug-like design lab:
+hard problems (metals, isotopes, radicals, a net charge, several fragments, too many
+atoms), which a lab treats as invalid input, and structural alerts (chains of three or
+more heteroatoms, peroxides), known ways of gaming property rewards with molecules that
+could not be made or would not survive.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+#: elements of organic, drug-like chemistry (anything else, metals included, is refused)
+ORGANIC_ELEMENTS = frozenset({"H", "B", "C", "N", "O", "F", "Si", "P", "S", "Cl", "Br", "I"})
+HETEROATOMS = frozenset({7, 8, 15, 16})  # N, O, P, S: the atoms of heteroatom chains
+_TIMESTAMP = re.compile(r"^\[\d\d:\d\d:\d\d\]\s*")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What :func:`screen` accepts."""
+
+    #: characters of SMILES read at all (longer input is refused before RDKit sees it)
+    max_smiles_chars: int = 300
+    #: heavy (non-hydrogen) atoms of one molecule
+    max_heavy_atoms: int = 60
+    #: atoms carrying a formal charge (a nitro group or an N-oxide needs two)
+    max_charged_atoms: int = 2
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A sanitised molecule (``mol``) and its canonical SMILES, or ``reason`` why not."""
+
+    canonical: str = ""
+    mol: object | None = None  # rdkit.Chem.Mol
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.mol is not None
+
+
+def tidy_rdkit_log(text: str, limit: int = 300) -> str:
+    """RDKit's error-log lines as one short sentence: timestamps, the echoed input and the
+    ``~^`` position markers dropped, repeats removed."""
+    lines: list[str] = []
+    for raw in text.splitlines():
+        line = _TIMESTAMP.sub("", raw).strip()
+        line = line.removeprefix("SMILES Parse Error:").strip()
+        line = re.sub(r" for input: '.*'$", "", line)  # the input is shown by the caller
+        if not line or set(line) <= {"~", "^"} or line in lines:
+            continue
+        if line.startswith("Failed parsing SMILES") and lines:
+            continue  # the summary line repeats what the lines before it said
+        if (
+            lines
+            and lines[-1].startswith("check for mistakes")
+            and not line.startswith(("syntax", "extra", "unclosed", "Explicit", "Can't", "Failed"))
+        ):
+            continue  # the echoed input after "check for mistakes around position n:"
+        lines.append(line.rstrip(":"))
+    reason = "; ".join(lines)
+    return reason if len(reason) <= limit else reason[: limit - 3] + "..."
+
+
+def parse_smiles(smiles: str, limits: Limits = Limits()) -> Parsed:
+    """Parse and sanitise ``smiles``; the canonical SMILES (isomeric) on success.
+
+    Never raises for bad input: an empty, overlong or unparsable string, or one RDKit
+    cannot sanitise (a valence of five on carbon, a ring it cannot kekulise), gives a
+    :class:`Parsed` with RDKit's own message as ``reason``.
+    """
+    from rdkit import Chem, rdBase
+
+    if not isinstance(smiles, str):
+        return Parsed(reason=f"a SMILES must be a string, got {type(smiles).__name__}")
+    text = smiles.strip()
+    if not text:
+        return Parsed(reason="empty SMILES")
+    if len(text) > limits.max_smiles_chars:
+        return Parsed(
+            reason=f"SMILES of {len(text)} characters; at most {limits.max_smiles_chars} are read"
+        )
+    if any(c.isspace() for c in text):
+        return Parsed(reason="a SMILES has no spaces (one molecule, written without blanks)")
+    with rdBase.CaptureErrorLog() as log:
+        try:
+            mol = Chem.MolFromSmiles(text)
+        except Exception as err:  # noqa: BLE001 - RDKit raises for some inputs, returns None for most
+            mol, message = None, f"{type(err).__name__}: {err}"
+        else:
+            message = ""
+    if mol is None:
+        why = tidy_rdkit_log(log.messages) or message or "RDKit could not read it"
+        return Parsed(reason=f"invalid SMILES {_shown(text)}: {why}")
+    if mol.GetNumAtoms() == 0:
+        return Parsed(reason=f"SMILES {_shown(text)} has no atoms")
+    return Parsed(canonical=Chem.MolToSmiles(mol), mol=mol)
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def problems(mol, limits: Limits = Limits()) -> list[str]:
+    """Why a parsed molecule is not a molecule this lab measures (empty: it is).
+
+    Several fragments (a ``.`` in the SMILES: salts, mixtures, molecules glued to score
+    twice), elements outside :data:`ORGANIC_ELEMENTS` (metals), isotope labels, radicals,
+    a net charge or more than ``max_charged_atoms`` charged atoms, and more than
+    ``max_heavy_atoms`` heavy atoms.
+    """
+    from rdkit import Chem
+
+    found = []
+    n_fragments = len(Chem.GetMolFrags(mol))
+    if n_fragments > 1:
+        found.append(f"{n_fragments} disconnected fragments (one molecule per experiment)")
+    foreign = sorted({a.GetSymbol() for a in mol.GetAtoms()} - ORGANIC_ELEMENTS)
+    if foreign:
+        found.append(f"element(s) {', '.join(foreign)} not allowed (organic elements only)")
+    if any(a.GetIsotope() for a in mol.GetAtoms()):
+        found.append("isotope labels are not allowed")
+    radicals = sum(a.GetNumRadicalElectrons() for a in mol.GetAtoms())
+    if radicals:
+        found.append(f"{radicals} radical electron(s): only closed-shell molecules are measured")
+    charge = Chem.GetFormalCharge(mol)
+    if charge:
+        found.append(f"net charge {charge:+d}: only neutral molecules are measured")
+    charged = sum(1 for a in mol.GetAtoms() if a.GetFormalCharge())
+    if charged > limits.max_charged_atoms:
+        found.append(f"{charged} charged atoms (at most {limits.max_charged_atoms})")
+    heavy = mol.GetNumHeavyAtoms()
+    if heavy > limits.max_heavy_atoms:
+        found.append(f"{heavy} heavy atoms (at most {limits.max_heavy_atoms})")
+    return found
+
+
+def structural_alerts(mol) -> list[str]:
+    """Structures a property reward can be gamed with but no chemist would make.
+
+    - a chain of three or more N, O, P or S atoms joined by non-aromatic bonds
+      (``OOO``, ``NNNN``, ``SSS``: explosive or absurd; aromatic rings such as
+      tetrazole, and azides ``N=[N+]=[N-]`` are exempt);
+    - an O-O single bond (a peroxide);
+    - an atom in two or more rings of three (bridged cyclopropanes, prismanes).
+    """
+    from rdkit import Chem
+
+    alerts = []
+    longest = _longest_heteroatom_chain(mol)
+    if longest >= 3:
+        alerts.append(f"a chain of {longest} heteroatoms")
+    if mol.HasSubstructMatch(Chem.MolFromSmarts("[OX2]-[OX2]")):
+        alerts.append("a peroxide (O-O bond)")
+    ring_info = mol.GetRingInfo()
+    small = [set(r) for r in ring_info.AtomRings() if len(r) == 3]
+    if any(sum(i in r for r in small) >= 2 for i in range(mol.GetNumAtoms())):
+        alerts.append("an atom shared by two three-membered rings")
+    return alerts
+
+
+def _longest_heteroatom_chain(mol) -> int:
+    """Atoms in the longest simple path of N/O/P/S atoms over non-aromatic bonds, where an
+    azide's charged middle nitrogen does not continue a chain."""
+    hetero = {
+        a.GetIdx()
+        for a in mol.GetAtoms()
+        if a.GetAtomicNum() in HETEROATOMS and not (a.GetSymbol() == "N" and a.GetFormalCharge())
+    }
+    neighbours: dict[int, list[int]] = {i: [] for i in hetero}
+    for bond in mol.GetBonds():
+        i, j = bond.GetBeginAtomIdx(), bond.GetEndAtomIdx()
+        if i in hetero and j in hetero and not bond.GetIsAromatic():
+            neighbours[i].append(j)
+            neighbours[j].append(i)
+    best = 1 if hetero else 0
+    for start in hetero:  # depth-first over simple paths; heteroatom clusters are tiny
+        stack = [(start, frozenset([start]))]
+        while stack:
+            atom, seen = stack.pop()
+            best = max(best, len(seen))
+            if best >= 6:
+                return best  # long enough to flag; stop exploring
+            stack += [(n, seen | {n}) for n in neighbours[atom] if n not in seen]
+    return best

@@ -1,0 +1,261 @@
+"""A pool of spawned worker processes that measures molecules one at a time, each with a
+timeout.
+
+``MoleculePool(n_workers).map(function, jobs, timeout_s)`` runs ``function(job)`` for
+every job in the workers and returns one :class:`Outcome` per job, in order:
+
+- a job's clock starts when its worker has received it (a fresh worker's start-up and
+  its ``initializer``, imports say, do not count; they have ``startup_timeout_s``);
+- a job that runs past ``timeout_s`` has its worker killed; the job is ``failed`` with
+  the reason, a new worker replaces the old one, and the other jobs go on;
+- a worker that dies (``os._exit``, SIGSEGV in native code, SIGKILL from the
+  out-of-memory killer) fails its job with the cause (:func:`labtwin.isolation.crash_reason`)
+  and is replaced;
+- an exception raised by ``function`` is a bug, not bad input, and is re-raised in the
+  caller (after the batch, with the worker's traceback), as it would be in-process.
+
+Workers start with the **spawn** method for the reasons given in
+:mod:`labtwin.isolation` (no inherited locks, thread pools or CUDA contexts), and with
+``OMP_NUM_THREADS=1`` so that xTB's sums are reproducible. A job is not retried: with
+one molecule per job, a retry would only run the same molecule into the same wall.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import multiprocessing.connection
+import os
+import pickle
+import signal
+import threading
+import time
+import traceback
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from labtwin.isolation import RemoteTraceback, crash_reason
+
+_SPAWN = multiprocessing.get_context("spawn")
+_STARTED = pickle.dumps(("started",))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one job: its ``value``, or ``failed`` with the reason."""
+
+    value: Any = None
+    failed: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+@dataclass
+class _Worker:
+    process: multiprocessing.process.BaseProcess
+    conn: multiprocessing.connection.Connection
+    job: int | None = None  # index of the job it holds
+    deadline: float = 0.0  # monotonic time by which it must answer
+    started: bool = False  # the job has reached the worker (its own clock runs)
+
+
+class MoleculePool:
+    """``n_workers`` reusable spawned processes (started on first use); see the module docs."""
+
+    def __init__(
+        self,
+        n_workers: int = 1,
+        startup_timeout_s: float = 120.0,
+        initializer: Callable[[], None] | None = None,
+    ) -> None:
+        if n_workers < 1:
+            raise ValueError(f"n_workers must be at least 1, got {n_workers}")
+        self.n_workers = int(n_workers)
+        self.startup_timeout_s = float(startup_timeout_s)
+        self.initializer = initializer
+        self._idle: list[_Worker] = []
+        self._owner_pid = os.getpid()
+        self._lock = threading.Lock()
+        #: processes started so far (a replaced worker counts again); for tests and logs
+        self.started_workers = 0
+        _POOLS.add(self)
+
+    def map(
+        self, function: Callable[[Any], Any], jobs: list[Any], timeout_s: float
+    ) -> list[Outcome]:
+        """``function(job)`` for each job in the workers (``function`` must pickle by
+        reference: a module-level function)."""
+        with self._lock:
+            if self._owner_pid != os.getpid():  # a forked copy: the workers are not ours
+                self._idle, self._owner_pid = [], os.getpid()
+            return self._run(function, list(jobs), float(timeout_s))
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the idle workers (for tests that kill one from outside)."""
+        return [w.process.pid for w in self._idle if w.process.pid is not None]
+
+    def close(self) -> None:
+        """Stop every worker (a later call starts new ones)."""
+        locked = self._lock.acquire(timeout=5.0)
+        try:
+            for worker in self._idle:
+                _stop(worker, grace_s=1.0)
+            self._idle = []
+        finally:
+            if locked:
+                self._lock.release()
+
+    # ---- one batch ---------------------------------------------------------------------
+
+    def _run(self, function: Callable, jobs: list[Any], timeout_s: float) -> list[Outcome]:
+        outcomes: list[Outcome | None] = [None] * len(jobs)
+        errors: list[tuple[int, BaseException, str]] = []
+        waiting = list(range(len(jobs)))[::-1]  # pop() takes the next job in order
+        busy: list[_Worker] = []
+        try:
+            while waiting or busy:
+                while waiting and len(busy) < self.n_workers:
+                    index = waiting.pop()
+                    worker = self._take_worker()
+                    payload = pickle.dumps((function, jobs[index]))
+                    try:
+                        worker.conn.send_bytes(payload)
+                    except OSError:  # an idle worker killed from outside: use a new one
+                        _stop(worker)
+                        worker = self._take_worker()
+                        worker.conn.send_bytes(payload)
+                    worker.job, worker.started = index, False
+                    worker.deadline = time.monotonic() + self.startup_timeout_s
+                    busy.append(worker)
+                now = time.monotonic()
+                wait_s = max(0.0, min(w.deadline for w in busy) - now)
+                handles = [w.conn for w in busy] + [w.process.sentinel for w in busy]
+                ready = set(multiprocessing.connection.wait(handles, wait_s))
+                for worker in list(busy):
+                    outcome = self._check(worker, ready, timeout_s, errors)
+                    if outcome is None:
+                        continue
+                    outcomes[worker.job] = outcome  # type: ignore[index]
+                    busy.remove(worker)
+        except BaseException:  # interrupted: the busy workers' state is unknown
+            for worker in busy:
+                _stop(worker)
+            raise
+        if errors:
+            index, err, text = errors[0]
+            raise err from RemoteTraceback(f"job {index} in a molecule worker:\n{text}")
+        return outcomes  # type: ignore[return-value]
+
+    def _check(
+        self,
+        worker: _Worker,
+        ready: set,
+        timeout_s: float,
+        errors: list[tuple[int, BaseException, str]],
+    ) -> Outcome | None:
+        """The outcome of a busy worker's job if it has one now (the worker then goes back
+        idle or is stopped), else None."""
+        if worker.conn in ready:
+            try:
+                reply = pickle.loads(worker.conn.recv_bytes())
+            except (EOFError, OSError):  # died mid-reply: its sentinel tells how
+                reply = None
+            if reply is not None and reply[0] == "started":
+                worker.started = True
+                worker.deadline = time.monotonic() + timeout_s
+                return None
+            if reply is not None:
+                self._idle.append(worker)
+                if reply[0] == "error":
+                    errors.append((worker.job, reply[1], reply[2]))  # type: ignore[arg-type]
+                    return Outcome(failed="the measurement raised (re-raised in the caller)")
+                return Outcome(value=reply[1])
+        if worker.process.sentinel in ready or worker.conn in ready:
+            worker.process.join(5.0)
+            reason = crash_reason(worker.process.exitcode)
+            _stop(worker)
+            return Outcome(failed=reason)
+        if time.monotonic() >= worker.deadline:
+            _stop(worker)
+            if worker.started:
+                return Outcome(failed=f"the measurement timed out after {timeout_s:g} s")
+            return Outcome(
+                failed=f"the worker process did not start within {self.startup_timeout_s:g} s"
+            )
+        return None
+
+    def _take_worker(self) -> _Worker:
+        while self._idle:
+            worker = self._idle.pop()
+            if worker.process.exitcode is None:
+                return worker
+            _stop(worker)  # died while idle
+        parent_end, child_end = _SPAWN.Pipe()
+        process = _SPAWN.Process(
+            target=_serve, args=(child_end, self.initializer), name="labtwin-molecule"
+        )
+        previous = os.environ.get("OMP_NUM_THREADS")
+        os.environ["OMP_NUM_THREADS"] = "1"  # the child reads it when tblite loads
+        try:
+            process.start()
+        finally:
+            if previous is None:
+                os.environ.pop("OMP_NUM_THREADS", None)
+            else:
+                os.environ["OMP_NUM_THREADS"] = previous
+        child_end.close()
+        self.started_workers += 1
+        return _Worker(process, parent_end)
+
+
+def _stop(worker: _Worker, grace_s: float = 0.0) -> None:
+    """Close the pipe and end the process (killed if it does not exit within ``grace_s``)."""
+    worker.conn.close()
+    worker.process.join(grace_s)
+    if worker.process.exitcode is None:
+        worker.process.kill()
+        worker.process.join(5.0)
+
+
+def _serve(
+    conn: multiprocessing.connection.Connection, initializer: Callable[[], None] | None
+) -> None:
+    """A worker's loop: receive a job, say it started, run it, send back the result.
+
+    ``initializer`` (imports, tables) runs first, on the start-up clock."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the caller, which ends us
+    if initializer is not None:
+        initializer()
+    while True:
+        try:
+            data = conn.recv_bytes()
+        except EOFError:
+            return
+        try:
+            function, job = pickle.loads(data)
+            conn.send_bytes(_STARTED)
+            reply = pickle.dumps(("done", function(job)))
+        except Exception as err:  # noqa: BLE001 - re-raised in the caller
+            text = traceback.format_exc()
+            try:
+                reply = pickle.dumps(("error", err, text))
+                pickle.loads(reply)
+            except Exception:  # noqa: BLE001 - an exception that does not round-trip
+                reply = pickle.dumps(("error", RuntimeError(f"{type(err).__name__}: {err}"), text))
+        conn.send_bytes(reply)
+
+
+_POOLS: weakref.WeakSet[MoleculePool] = weakref.WeakSet()
+
+
+def close_all() -> None:
+    """Stop every pool's workers (registered to run at interpreter exit)."""
+    for pool in list(_POOLS):
+        pool.close()
+
+
+atexit.register(close_all)
