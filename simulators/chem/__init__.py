@@ -7,7 +7,7 @@
   Morgan-fingerprint Tanimoto similarity;
 - :mod:`~labtwin.simulators.chem.conformers` — ETKDG conformers and MMFF94 energies;
 - :mod:`~labtwin.simulators.chem.xtb` — GFN2-xTB single points through tblite;
-- :mod:`~labtwin.simulators.chem.workers` — a spawned process pool, one molecule per job
+- :mod:`~labtwin.simulators.chem.workers` — a process pool (forkserver), one molecule per job
   with a timeout, crashed or stalled workers replaced;
 - :mod:`~labtwin.simulators.chem.engine` — :class:`MoleculeEngine`: batches, the cache.
 

@@ -1,4 +1,4 @@
-"""A pool of spawned worker processes that measures molecules one at a time, each with a
+"""A pool of worker processes that measures molecules one at a time, each with a
 timeout.
 
 ``MoleculePool(n_workers).map(function, jobs, timeout_s)`` runs ``function(job)`` for
@@ -14,9 +14,14 @@ every job in the workers and returns one :class:`Outcome` per job, in order:
 - an exception raised by ``function`` is a bug, not bad input, and is re-raised in the
   caller (after the batch, with the worker's traceback), as it would be in-process.
 
-Workers start with the **spawn** method for the reasons given in
-:mod:`labtwin.isolation` (no inherited locks, thread pools or CUDA contexts), and with
-``OMP_NUM_THREADS=1`` so that xTB's sums are reproducible. A job is not retried: with
+Workers are forked from a **forkserver**: a clean process started (like spawn) on first
+use, which imports RDKit, tblite and the engine once (:mod:`._preload`) and forks a
+worker per request. That keeps
+what :mod:`labtwin.isolation` wants of spawn (nothing inherited from the caller: no
+locks, thread pools or CUDA contexts) while a replacement worker starts in milliseconds
+rather than re-importing labtwin, torch and RDKit for seconds; where there is no
+forkserver (Windows), workers are spawned. Workers run with ``OMP_NUM_THREADS=1``, set
+before tblite loads, so that xTB's sums are reproducible. A job is not retried: with
 one molecule per job, a retry would only run the same molecule into the same wall.
 """
 
@@ -38,7 +43,18 @@ from typing import Any
 
 from labtwin.isolation import RemoteTraceback, crash_reason
 
-_SPAWN = multiprocessing.get_context("spawn")
+
+def _context() -> multiprocessing.context.BaseContext:
+    """The forkserver where there is one (POSIX), else spawn (see the module docs)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    # the server imports these once; every worker forked from it starts with them loaded
+    context.set_forkserver_preload(["labtwin.simulators.chem._preload"])
+    return context
+
+
+_CONTEXT = _context()
 _STARTED = pickle.dumps(("started",))
 
 
@@ -64,7 +80,7 @@ class _Worker:
 
 
 class MoleculePool:
-    """``n_workers`` reusable spawned processes (started on first use); see the module docs."""
+    """``n_workers`` reusable worker processes (started on first use); see the module docs."""
 
     def __init__(
         self,
@@ -194,19 +210,11 @@ class MoleculePool:
             if worker.process.exitcode is None:
                 return worker
             _stop(worker)  # died while idle
-        parent_end, child_end = _SPAWN.Pipe()
-        process = _SPAWN.Process(
+        parent_end, child_end = _CONTEXT.Pipe()
+        process = _CONTEXT.Process(
             target=_serve, args=(child_end, self.initializer), name="labtwin-molecule"
         )
-        previous = os.environ.get("OMP_NUM_THREADS")
-        os.environ["OMP_NUM_THREADS"] = "1"  # the child reads it when tblite loads
-        try:
-            process.start()
-        finally:
-            if previous is None:
-                os.environ.pop("OMP_NUM_THREADS", None)
-            else:
-                os.environ["OMP_NUM_THREADS"] = previous
+        process.start()
         child_end.close()
         self.started_workers += 1
         return _Worker(process, parent_end)
@@ -228,6 +236,7 @@ def _serve(
 
     ``initializer`` (imports, tables) runs first, on the start-up clock."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the caller, which ends us
+    os.environ["OMP_NUM_THREADS"] = "1"  # read when tblite's OpenMP runtime loads, below
     if initializer is not None:
         initializer()
     while True:

@@ -192,10 +192,12 @@ def test_small_molecules_against_published_gfn2_values(engine: MoleculeEngine) -
 # ---- hostile input, timeouts and crashes --------------------------------------------
 
 
-def test_hostile_batch_ends_within_the_timeout_and_the_rest_is_measured() -> None:
+def test_hostile_batch_ends_within_the_timeout_and_the_rest_is_measured(
+    engine: MoleculeEngine,
+) -> None:
     """Each bad molecule gets its own reason; the macrocycle's embedding is stopped at the
     1 s timeout; the good molecules around them are measured as if alone."""
-    engine = MoleculeEngine(n_workers=1, timeouts_s={"xtb": 1.0})
+    shared, engine = engine, MoleculeEngine(n_workers=1, timeouts_s={"xtb": 1.0})
     batch = {
         "C" * 10_000: "SMILES of 10000 characters; at most 300 are read",
         "C1CCC2CC": "unclosed ring",
@@ -224,7 +226,7 @@ def test_hostile_batch_ends_within_the_timeout_and_the_rest_is_measured() -> Non
             assert len(result.reason) < 300
         else:
             assert result.ok, result.reason
-            (alone,) = MoleculeEngine().measure([smiles], "xtb")
+            (alone,) = shared.measure([smiles], "xtb")
             assert result.values == alone.values
     assert results[3].status == "failed" and results[0].status == "invalid"
 
@@ -248,7 +250,7 @@ def test_a_crashing_worker_fails_its_molecule_and_is_replaced() -> None:
     assert results[1].reason == "the simulator process exited with code 3"
     assert results[3].reason == "the simulator process crashed (signal SIGSEGV)"
     assert engine.pool.started_workers == 3  # the first, and one after each crash
-    assert results[2].values == MoleculeEngine().measure(["CCN"], "descriptors")[0].values
+    assert results[2].values == measure_job(Job("CCN", "descriptors", engine.settings)).values
 
 
 def raise_on_ethanol(job: Job):
