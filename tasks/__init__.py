@@ -9,6 +9,8 @@
 - :mod:`labtwin.tasks.md_cluster` — annealing schedules for LJ13 and LJ38
   clusters (LJClusterAnneal-v0, LJ38ClusterAnneal-v0).
 - :mod:`labtwin.tasks.md_water` — TIP3P water density with OpenMM (WaterDensity-v2).
+- :mod:`labtwin.tasks.combustion` — a target ignition delay of a premixed gas in a
+  constant-pressure reactor, Cantera with GRI-Mech 3.0 (IgnitionDelay-v0).
 
 Labs register themselves with :func:`labtwin.register_task`; installed labs are
 also advertised through the ``labtwin.tasks`` entry points in pyproject.toml.

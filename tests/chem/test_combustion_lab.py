@@ -1,0 +1,214 @@
+"""IgnitionDelay-v0: the lab contract, its instrument, its reward, its variants, its
+calibration against an independent integration, and the baselines through its numeric view.
+
+Calibration (:mod:`labtwin.calibration`, 64 seeds a point, ratio band [0.8, 1.25], 4 SEM):
+the delay's scatter is log-normal and mean preserving, so the mean of 64 readings is the
+noise-free delay to 4 x 15 % / 8 = 7.5 %, and the reference (scipy's BDF over Cantera's
+rates) states 1e-4 of it; the peak temperature's 1 % Gaussian scatter gives 4 SEM of
+about 13 K against a stated 0.5 K. Both error bars are functions of the reading, whose
+mean is the truth, so they average to the true scatter.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+import numpy as np
+import pytest
+
+import labtwin
+from labtwin.calibration import calibrate
+from labtwin.campaign import campaign_rng
+from labtwin.runner import run_campaigns
+from labtwin.simulators.combustion.reference import ignite_scipy
+from labtwin.tasks.combustion import (
+    DELAY_LOG_SIGMA,
+    DELAY_RELATIVE_ERROR,
+    IMPOSSIBLE_TARGET_RANGE_MS,
+    REFERENCE_DELAY_ERROR,
+    REFERENCE_TEMPERATURE_ERROR_K,
+    TARGET_RANGE_MS,
+    TEMPERATURE_RELATIVE_ERROR,
+    TEST_TIME_S,
+    IgnitionDelay,
+    case_of,
+    delay_score,
+    reference_ignition,
+)
+from labtwin.testing import check_lab
+
+LAB = "IgnitionDelay-v0"
+
+
+@cache
+def lab(noise: float = 1.0, impossible: bool = False) -> IgnitionDelay:
+    return labtwin.load_task(LAB, noise=noise, impossible=impossible)
+
+
+def shot(fuel="CH4", phi=1.0, temperature_K=1400.0, pressure_atm=1.0, diluent="N2", x=0.71):
+    return {
+        "fuel": fuel,
+        "equivalence_ratio": phi,
+        "temperature_K": temperature_K,
+        "pressure_atm": pressure_atm,
+        "diluent": diluent,
+        "diluent_fraction": x,
+    }
+
+
+def test_the_lab_keeps_the_labtwin_contract() -> None:
+    assert check_lab(LAB, budget=3)[-1] == "calibration"
+
+
+@pytest.mark.parametrize(
+    ("proposal", "says"),
+    [
+        ({**shot(), "temperature_K": 2500.0}, "temperature_K: Input should be less than or equal"),
+        ({**shot(), "pressure_atm": float("nan")}, "pressure_atm"),
+        ({**shot(), "equivalence_ratio": "rich"}, "equivalence_ratio"),
+        ({**shot(), "fuel": "C8H18"}, "fuel: Input should be"),
+        ({**shot(), "diluent": "He"}, "diluent"),
+        ({**shot(), "diluent_fraction": 1.0}, "diluent_fraction"),
+        ({**shot(), "catalyst": 1.0}, "catalyst: unknown field"),
+        ('{"fuel": "CH4", "temperature_K": NaN}', "temperature_K"),
+        ("not json", "malformed JSON"),
+        ([0.0] * 6 + [float("nan")], "action"),
+    ],
+)
+def test_hostile_proposals_are_invalid_with_a_reason_and_the_batch_goes_on(
+    proposal, says: str
+) -> None:
+    bad, good = lab().measure([proposal, shot()], seed=1)
+    assert bad.status == "invalid" and says in bad.reason, bad.reason
+    assert good.ok and good == lab().measure(["{", shot()], seed=1)[1]
+
+
+def test_same_seed_same_readings_other_seed_other_readings() -> None:
+    shots = [shot(), shot("H2", 0.5, 1200.0, 2.0, "Ar", 0.9)]
+    a, b = lab().measure(shots, seed=5), lab().measure(shots, seed=5)
+    assert a == b
+    c = lab().measure(shots, seed=6)
+    assert a[0]["ignition_delay_ms"] != c[0]["ignition_delay_ms"]
+    assert a[0].cost == c[0].cost > 0  # the same run costs the same compute
+
+
+def test_readings_scatter_around_the_noise_free_delay_with_the_stated_error_bars() -> None:
+    """512 readings of one shot: the mean is the noise-free delay (4 SEM: 2.7 %), the
+    log-scatter is DELAY_LOG_SIGMA (4 standard errors of a standard deviation: 12.5 %),
+    and each error bar is the calibration at the reading (15.1 % of it)."""
+    n = 512
+    (exact,) = lab(noise=0.0).measure([shot()])
+    readings = lab().measure([shot()] * n, seed=2)
+    delays = np.array([m["ignition_delay_ms"] for m in readings])
+    bars = np.array([m.observables["ignition_delay_ms"].uncertainty for m in readings])
+    truth = exact["ignition_delay_ms"]
+    assert exact.observables["ignition_delay_ms"].uncertainty == 0.0  # noise off: exact
+    assert abs(delays.mean() - truth) < 4 * DELAY_RELATIVE_ERROR * truth / math.sqrt(n)
+    assert np.log(delays).std(ddof=1) == pytest.approx(DELAY_LOG_SIGMA, rel=4 / math.sqrt(2 * n))
+    np.testing.assert_allclose(bars, DELAY_RELATIVE_ERROR * delays, rtol=1e-12)
+    temperatures = np.array([m["peak_temperature_K"] for m in readings])
+    t_bars = np.array([m.observables["peak_temperature_K"].uncertainty for m in readings])
+    np.testing.assert_allclose(t_bars, TEMPERATURE_RELATIVE_ERROR * temperatures, rtol=1e-12)
+    sigma_t = TEMPERATURE_RELATIVE_ERROR * exact["peak_temperature_K"]
+    assert abs(temperatures.mean() - exact["peak_temperature_K"]) < 4 * sigma_t / math.sqrt(n)
+
+
+CALIBRATION_POINTS = lab().calibration_points()
+POINT_IDS = [p.label for p in CALIBRATION_POINTS]
+
+
+@pytest.mark.parametrize("point", CALIBRATION_POINTS, ids=POINT_IDS)
+def test_error_bars_and_means_hold_at_every_calibration_point(point) -> None:
+    results = calibrate(lab(), point, n_seeds=64)
+    problems = [problem for r in results for problem in r.problems()]
+    assert len(results) == 2 and not problems, "\n".join(problems)
+    assert all(r.reference is not None for r in results)
+
+
+@pytest.mark.parametrize("point", CALIBRATION_POINTS, ids=POINT_IDS)
+def test_the_reference_errors_bound_a_second_solver_and_the_noise_free_lab(point) -> None:
+    """LSODA against the BDF reference, and the lab's CVODES (noise off) against it,
+    within the errors the reference states (1e-4 of the delay, 0.5 K)."""
+    case = case_of(point.experiment)
+    bdf = reference_ignition(case)  # what calibration_reference states (cached)
+    lsoda = ignite_scipy(case, end_s=TEST_TIME_S, method="LSODA")
+    stated = lab().calibration_reference(point)
+    assert stated["ignition_delay_ms"].value == pytest.approx(1e3 * bdf.delay_s, rel=1e-12)
+    assert lsoda.delay_s == pytest.approx(bdf.delay_s, rel=REFERENCE_DELAY_ERROR)
+    assert abs(lsoda.peak_temperature_K - bdf.peak_temperature_K) < REFERENCE_TEMPERATURE_ERROR_K
+    (exact,) = lab(noise=0.0).measure([point.experiment])
+    assert exact["ignition_delay_ms"] == pytest.approx(1e3 * bdf.delay_s, rel=REFERENCE_DELAY_ERROR)
+    # the engine stops once the remaining rise is below 0.5 K (argon mixtures approach
+    # their peak asymptotically); the reference runs on to the end of the test time
+    assert abs(exact["peak_temperature_K"] - bdf.peak_temperature_K) < 1.0
+
+
+def test_the_reward_comes_from_the_measured_delay_only() -> None:
+    conditions = {"target_delay_ms": 3.0}
+    (m,) = lab().measure([shot()], seed=4)
+    assert lab().score(m, conditions) == pytest.approx(
+        delay_score(m["ignition_delay_ms"], 3.0), rel=1e-12
+    )
+    fake = labtwin.Measurement("ok", {**m.observables})
+    fake.observables["ignition_delay_ms"] = labtwin.Value(3.0, "ms", 0.45)
+    assert lab().score(fake, conditions) == 1.0  # only the reading counts
+    assert delay_score(3.0 * math.exp(DELAY_LOG_SIGMA), 3.0) == pytest.approx(math.exp(-0.5))
+    assert delay_score(0.0, 3.0) == 0.0
+
+
+def test_a_shot_that_does_not_ignite_is_failed_with_a_reason_and_costs_its_steps() -> None:
+    (m,) = lab().measure([shot(temperature_K=1100.0)], seed=0)
+    assert m.status == "failed" and "no ignition within 100 ms" in m.reason
+    assert m.cost > 0 and m.cost_unit == "k-steps"
+    assert lab().score(m, {"target_delay_ms": 1.0}) == 0.0
+
+
+def test_every_target_is_reachable_inside_the_box() -> None:
+    """Along methane/air from (1200 K, 1 atm) to (1800 K, 1 atm) to (1800 K, 40 atm) every
+    shot ignites and the delay moves continuously from above the largest target to below
+    the smallest, so each target delay is met somewhere on that path."""
+    path = [shot(temperature_K=1200.0), shot(temperature_K=1800.0), shot("CH4", 1.0, 1800.0, 40.0)]
+    first, corner, last = lab(noise=0.0).measure(path)
+    assert first["ignition_delay_ms"] > TARGET_RANGE_MS[1]
+    assert corner.ok and last["ignition_delay_ms"] < TARGET_RANGE_MS[0]
+    rng = np.random.default_rng(0)
+    targets = [lab().sample_conditions(rng)["target_delay_ms"] for _ in range(200)]
+    assert TARGET_RANGE_MS[0] <= min(targets) and max(targets) <= TARGET_RANGE_MS[1]
+
+
+def test_on_the_impossible_variant_no_shot_comes_near_the_target() -> None:
+    """Targets lie at 1-3 s; a shot that reads at all ignited within the 100 ms test time,
+    so even a +6 sigma reading (x 2.46) is 4 or more times too short: score < 1e-18."""
+    impossible = lab(impossible=True)
+    targets = [impossible.sample_conditions(campaign_rng(s))["target_delay_ms"] for s in range(50)]
+    assert min(targets) >= IMPOSSIBLE_TARGET_RANGE_MS[0]
+    best_possible = 1e3 * TEST_TIME_S * math.exp(6 * DELAY_LOG_SIGMA)
+    assert delay_score(best_possible, IMPOSSIBLE_TARGET_RANGE_MS[0]) < 1e-18
+    slowest = [shot(temperature_K=1200.0), shot(phi=0.5, temperature_K=1150.0, x=0.95)]
+    for m in impossible.measure(slowest, seed=0):
+        assert not m.ok or impossible.score(m, {"target_delay_ms": min(targets)}) < 1e-18
+
+
+@pytest.mark.parametrize("agent", ["random", "cmaes", "bo"])
+def test_the_baselines_run_campaigns_through_the_numeric_view(agent: str, tmp_path) -> None:
+    summaries, path = run_campaigns(
+        LAB,
+        agent,
+        n_campaigns=1,
+        seed=0,
+        run_dir=tmp_path / agent,
+        progress=False,
+        budget=4,
+        workers=0,  # in process: the workers' start-up would cost more than these 4 shots
+    )
+    run = labtwin.runs.load(path)
+    assert len(run.records) == 4 and 0.0 <= summaries[0].best_score <= 1.0
+    assert run.rescore(lab()) == [r.score for r in run.records]
+
+
+def test_the_numeric_view_reads_fuel_and_diluent_as_choices() -> None:
+    view = lab().numeric_view
+    assert view.names == list(IgnitionDelay.experiment_model.model_fields)
+    assert view.to_experiment(np.array([-1, 0, 0, 0, -1, 0])).fuel == "CH4"
+    assert view.to_experiment(np.array([1, 0, 0, 0, 1, 0])).diluent == "Ar"
