@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 #: elements of organic, drug-like chemistry (anything else, metals included, is refused)
 ORGANIC_ELEMENTS = frozenset({"H", "B", "C", "N", "O", "F", "Si", "P", "S", "Cl", "Br", "I"})
-HETEROATOMS = frozenset({7, 8, 15, 16})  # N, O, P, S: the atoms of heteroatom chains
+HETEROATOMS = frozenset({7, 8, 16})  # N, O, S: the atoms of heteroatom chains
 _TIMESTAMP = re.compile(r"^\[\d\d:\d\d:\d\d\]\s*")
 
 
@@ -144,9 +144,10 @@ def problems(mol, limits: Limits = Limits()) -> list[str]:
 def structural_alerts(mol) -> list[str]:
     """Structures a property reward can be gamed with but no chemist would make.
 
-    - a chain of three or more N, O, P or S atoms joined by non-aromatic bonds
-      (``OOO``, ``NNNN``, ``SSS``: explosive or absurd; aromatic rings such as
-      tetrazole, and azides ``N=[N+]=[N-]`` are exempt);
+    - a chain of three or more N, O or S atoms joined by single bonds (``OOO``,
+      ``NNNN``, ``SSS``: explosive or absurd); aromatic bonds (tetrazole), charged
+      nitrogen (azides, nitro groups) and sulfonyl/sulfinyl sulfur (sulfonamides,
+      sulfonic acids: S bonded to an =O) do not continue a chain;
     - an O-O single bond (a peroxide);
     - an atom in two or more rings of three (bridged cyclopropanes, prismanes).
     """
@@ -166,17 +167,27 @@ def structural_alerts(mol) -> list[str]:
 
 
 def _longest_heteroatom_chain(mol) -> int:
-    """Atoms in the longest simple path of N/O/P/S atoms over non-aromatic bonds, where an
-    azide's charged middle nitrogen does not continue a chain."""
+    """Atoms in the longest simple path of N/O/S atoms over single bonds (see
+    :func:`structural_alerts` for the atoms that do not continue a chain)."""
+    from rdkit import Chem
+
+    def oxo_sulfur(atom) -> bool:
+        return atom.GetAtomicNum() == 16 and any(
+            b.GetBondType() == Chem.BondType.DOUBLE and b.GetOtherAtom(atom).GetAtomicNum() == 8
+            for b in atom.GetBonds()
+        )
+
     hetero = {
         a.GetIdx()
         for a in mol.GetAtoms()
-        if a.GetAtomicNum() in HETEROATOMS and not (a.GetSymbol() == "N" and a.GetFormalCharge())
+        if a.GetAtomicNum() in HETEROATOMS
+        and not (a.GetAtomicNum() == 7 and a.GetFormalCharge())
+        and not oxo_sulfur(a)
     }
     neighbours: dict[int, list[int]] = {i: [] for i in hetero}
     for bond in mol.GetBonds():
         i, j = bond.GetBeginAtomIdx(), bond.GetEndAtomIdx()
-        if i in hetero and j in hetero and not bond.GetIsAromatic():
+        if i in hetero and j in hetero and bond.GetBondType() == Chem.BondType.SINGLE:
             neighbours[i].append(j)
             neighbours[j].append(i)
     best = 1 if hetero else 0

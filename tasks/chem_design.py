@@ -1,0 +1,428 @@
+"""Molecule design against a property profile, measured by RDKit and GFN2-xTB.
+
+An experiment is a molecule (a SMILES string) and a measurement kind:
+
+- ``descriptors`` — RDKit descriptors (molecular weight, Crippen logP, TPSA, H-bond
+  donors and acceptors, rotatable bonds, rings, heavy atoms, QED, SA score), the
+  Tanimoto similarity to the campaign's reference molecule and structural alerts;
+  nominal cost :data:`DESCRIPTOR_COST_S` CPU-s;
+- ``xtb`` — those, plus an ETKDG/MMFF94 conformer ensemble (lowest energy, thermal
+  strain, spread) and a GFN2-xTB single point on its lowest conformer (total energy,
+  HOMO-LUMO gap, dipole moment); nominal cost ``XTB_COST_S + XTB_COST_PER_ATOM_S`` per
+  atom (hydrogens included) CPU-s, fitted to single-core timings of drug-sized molecules
+  (a deterministic estimate: measured wall time would make one experiment cost differently
+  from run to run).
+
+A campaign draws a property profile: ranges of logP, molecular weight and TPSA, a least
+QED, and in some campaigns a window of the xTB gap and/or a least similarity to a
+reference molecule from :data:`REFERENCES`. Every profile is built around a hidden
+molecule of :data:`LIBRARY` that satisfies it, so each can be met. The score is the mean
+over the profile's criteria of a desirability that is 1 inside the range and falls as
+``exp(-(d / tol)^2 / 2)`` with the distance ``d`` outside it (:data:`TOLERANCES`); a gap
+criterion scores 0 unless the gap was measured (an ``xtb`` experiment). A molecule with a
+structural alert (heteroatom chains, peroxides, fused cyclopropanes, an SA score above
+:data:`SA_SCORE_MAX`) scores 0, and its measurement's notes say why. Metals, isotopes,
+radicals, charged molecules, several fragments, more than 60 heavy atoms and SMILES
+over 300 characters are ``invalid``. A campaign succeeds when a molecule meets every
+criterion (score 1).
+
+Descriptors and xTB values are deterministic calculations: they have no error bar, the
+lab adds no noise and reports no uncertainty (there is nothing to calibrate). Conformer
+and xTB observables of a ``descriptors`` experiment are not measured: they read 0 and
+``xtb_measured`` is 0.
+
+``impossible=True`` asks for a molecular weight of 60-120 g/mol with a TPSA of
+300-400 A^2. Ertl's TPSA gives an N or O atom bonded to a heavy atom at most
+27.64 A^2 (the ``[NH3+]-`` entry; RDKit's fallback for unlisted environments gives
+less), carbon and the other elements nothing, and an N or O atom weighs at least
+14.007 g/mol, so TPSA <= 1.98 A^2 mol/g x MW <= 237 A^2 at 120 g/mol: no molecule
+meets both.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from functools import cache, lru_cache
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from labtwin import Experiment, Measurement, ObservableSpec, Task, Value, register_task
+from labtwin.simulators.chem import MoleculeEngine, MoleculeResult, parse_smiles
+from labtwin.simulators.chem.descriptors import tanimoto
+from labtwin.simulators.chem.engine import UNITS
+from labtwin.task import package_versions
+
+MAX_SMILES_CHARS = 300
+DESCRIPTOR_COST_S = 0.01
+XTB_COST_S, XTB_COST_PER_ATOM_S = 0.01, 0.01
+SA_SCORE_MAX = 6.0  # Ertl & Schuffenhauer: above 6 is hard to make
+TIMEOUTS_S = {"descriptors": 30.0, "xtb": 120.0}
+#: desirability widths outside a range: about the spread of each property between close analogues
+TOLERANCES = {
+    "logp": 0.5,
+    "molecular_weight": 25.0,
+    "tpsa": 10.0,
+    "qed": 0.05,
+    "xtb_gap": 0.25,
+    "tanimoto_to_reference": 0.05,
+}
+
+#: reference molecules a campaign may ask to resemble (name, SMILES)
+REFERENCES: tuple[tuple[str, str], ...] = (
+    ("aspirin", "CC(=O)Oc1ccccc1C(=O)O"),
+    ("paracetamol", "CC(=O)Nc1ccc(O)cc1"),
+    ("ibuprofen", "CC(C)Cc1ccc(cc1)C(C)C(=O)O"),
+    ("caffeine", "Cn1cnc2c1c(=O)n(C)c(=O)n2C"),
+    ("sulfanilamide", "Nc1ccc(cc1)S(N)(=O)=O"),
+)
+#: drug-like molecules: the hidden witnesses of profiles and the random experiments
+LIBRARY: tuple[str, ...] = (
+    *(smiles for _, smiles in REFERENCES),
+    "OC(=O)c1ccccc1O",  # salicylic acid
+    "COC(=O)c1ccccc1O",  # methyl salicylate
+    "CCOc1ccc(NC(C)=O)cc1",  # phenacetin
+    "CC(=O)Nc1ccc(OC(C)=O)cc1",  # diacetamate
+    "COc1ccc2cc(ccc2c1)C(C)C(=O)O",  # naproxen
+    "CC(C(=O)O)c1ccc(cc1)C(=O)c1ccccc1",  # ketoprofen-like
+    "Cn1c(=O)c2[nH]cnc2n(C)c1=O",  # theophylline
+    "Cn1cnc2c1c(=O)[nH]c(=O)n2C",  # theobromine
+    "CC(=O)Nc1ccc(cc1)S(N)(=O)=O",  # N-acetylsulfanilamide
+    "Cc1ccc(cc1)S(=O)(=O)NC(=O)NCCCC",  # tolbutamide
+    "CN1CCC[C@H]1c1cccnc1",  # nicotine
+    "CC(C)NCC(O)COc1cccc2ccccc12",  # propranolol
+    "CN(C)CCCN1c2ccccc2CCc2ccccc21",  # imipramine
+    "OC(=O)Cc1ccccc1Nc1c(Cl)cccc1Cl",  # diclofenac
+    "CCN(CC)CC(=O)Nc1c(C)cccc1C",  # lidocaine
+    "CC(C)(C)NCC(O)c1ccc(O)c(CO)c1",  # salbutamol
+    "NC(=O)c1cccnc1",  # nicotinamide
+    "CN1C(=O)CN=C(c2ccccc2)c2cc(Cl)ccc12",  # diazepam
+    "OC(=O)c1ccccc1",  # benzoic acid
+    "OCC(O)CO",  # glycerol
+    "CCCCCCCCCCCC(=O)O",  # lauric acid
+    "c1ccc2ncccc2c1",  # quinoline
+    "O=C1NC(=O)c2ccccc21",  # phthalimide
+    "CC1=CC(=O)C=CC1=O",  # methyl-p-benzoquinone
+)
+#: (name, lowest, highest) of a campaign's ranges, as public conditions
+PROFILE_SPECS = (
+    ObservableSpec("logp_min", "", "least Crippen logP", 5.0),
+    ObservableSpec("logp_max", "", "greatest Crippen logP", 5.0),
+    ObservableSpec("mw_min", "g/mol", "least molecular weight", 500.0),
+    ObservableSpec("mw_max", "g/mol", "greatest molecular weight", 500.0),
+    ObservableSpec("tpsa_min", "A^2", "least TPSA", 100.0),
+    ObservableSpec("tpsa_max", "A^2", "greatest TPSA", 100.0),
+    ObservableSpec("qed_min", "", "least QED", 1.0),
+    ObservableSpec("gap_required", "", "1 if the profile has an xTB gap window", 1.0),
+    ObservableSpec("gap_min_eV", "eV", "least GFN2-xTB HOMO-LUMO gap", 5.0),
+    ObservableSpec("gap_max_eV", "eV", "greatest GFN2-xTB HOMO-LUMO gap", 5.0),
+    ObservableSpec("similarity_min", "", "least Tanimoto similarity to the reference", 1.0),
+    ObservableSpec("reference_index", "", "index of the reference molecule", 4.0),
+)
+NOMINAL_PROFILE = {  # around paracetamol's neighbours: a light, polar aromatic amide
+    "logp_min": 0.0,
+    "logp_max": 2.0,
+    "mw_min": 130.0,
+    "mw_max": 230.0,
+    "tpsa_min": 40.0,
+    "tpsa_max": 80.0,
+    "qed_min": 0.5,
+    "gap_required": 0.0,
+    "gap_min_eV": 0.0,
+    "gap_max_eV": 0.0,
+    "similarity_min": 0.0,
+    "reference_index": 1.0,
+}
+IMPOSSIBLE_PROFILE = {"mw_min": 60.0, "mw_max": 120.0, "tpsa_min": 300.0, "tpsa_max": 400.0}
+
+
+class MoleculeExperiment(Experiment):
+    """One molecule and what to measure of it."""
+
+    smiles: str = Field(
+        min_length=1,
+        max_length=MAX_SMILES_CHARS,
+        description="the molecule as a SMILES string (one neutral, closed-shell molecule)",
+    )
+    kind: Literal["descriptors", "xtb"] = Field(
+        "descriptors",
+        description=(
+            "descriptors: RDKit descriptors only (cheap); xtb: also conformers, MMFF94 "
+            "energies and a GFN2-xTB single point (gap, dipole, energy; costlier)"
+        ),
+    )
+
+
+def _spec(name: str, description: str, scale: float = 1.0) -> ObservableSpec:
+    return ObservableSpec(name, UNITS.get(name, ""), description, scale)
+
+
+OBSERVABLES = (
+    _spec("molecular_weight", "molecular weight (RDKit MolWt)", 500.0),
+    _spec("logp", "Wildman-Crippen logP", 5.0),
+    _spec("tpsa", "topological polar surface area (Ertl)", 100.0),
+    _spec("hbd", "H-bond donors (Lipinski)", 5.0),
+    _spec("hba", "H-bond acceptors (Lipinski)", 10.0),
+    _spec("rotatable_bonds", "rotatable bonds", 10.0),
+    _spec("rings", "rings (SSSR)", 5.0),
+    _spec("heavy_atoms", "heavy atoms", 50.0),
+    _spec("qed", "quantitative estimate of drug-likeness"),
+    _spec("sa_score", "synthetic accessibility score, 1 (easy) to 10 (hard)", 10.0),
+    _spec("tanimoto_to_reference", "Morgan (r=2, 2048 bits) Tanimoto to the reference"),
+    _spec("structural_alerts", "structural alerts (the molecule scores 0 if any)"),
+    _spec("xtb_measured", "1 if conformers and xTB were measured (an xtb experiment)"),
+    _spec("mmff_energy_min", "lowest MMFF94 conformer energy", 100.0),
+    _spec("conformer_strain", "Boltzmann mean MMFF94 energy above the lowest, 298 K", 5.0),
+    _spec("conformer_spread", "range of MMFF94 conformer energies", 10.0),
+    _spec("xtb_energy", "GFN2-xTB total energy of the lowest conformer", 50.0),
+    _spec("xtb_gap", "GFN2-xTB HOMO-LUMO gap", 5.0),
+    _spec("xtb_dipole", "GFN2-xTB dipole moment", 5.0),
+)
+THREE_D = (
+    "mmff_energy_min",
+    "conformer_strain",
+    "conformer_spread",
+    "xtb_energy",
+    "xtb_gap",
+    "xtb_dipole",
+)
+
+_ENGINE: MoleculeEngine | None = None
+
+
+def engine() -> MoleculeEngine:
+    """The molecule engine the lab measures with (one per process, made on first use;
+    one worker per two cores, up to four)."""
+    global _ENGINE
+    if _ENGINE is None:
+        workers = max(1, min(4, (os.cpu_count() or 2) // 2))
+        _ENGINE = MoleculeEngine(n_workers=workers, timeouts_s=TIMEOUTS_S)
+    return _ENGINE
+
+
+@lru_cache(maxsize=4096)
+def _mol(smiles: str):
+    parsed = parse_smiles(smiles)
+    assert parsed.ok, parsed.reason  # shipped molecules parse
+    return parsed.mol
+
+
+@cache
+def witness_values(smiles: str, kind: str) -> dict[str, float]:
+    """Measured values of a shipped molecule (builds profiles around it)."""
+    (result,) = engine().measure([smiles], kind)
+    if not result.ok:
+        raise RuntimeError(f"shipped molecule {smiles} did not measure: {result.reason}")
+    return dict(result.values)
+
+
+def desirability(value: float, low: float, high: float, tolerance: float) -> float:
+    """1 inside ``[low, high]``, ``exp(-(d / tolerance)^2 / 2)`` at a distance d outside.
+
+    >>> desirability(1.0, 0.0, 2.0, 0.5), round(desirability(2.5, 0.0, 2.0, 0.5), 4)
+    (1.0, 0.6065)
+    """
+    distance = max(low - value, 0.0, value - high)
+    return math.exp(-0.5 * (distance / tolerance) ** 2)
+
+
+def criteria(conditions: dict[str, Any]) -> list[tuple[str, float, float]]:
+    """The profile as ``(observable, low, high)`` triples."""
+    out = [
+        ("logp", conditions["logp_min"], conditions["logp_max"]),
+        ("molecular_weight", conditions["mw_min"], conditions["mw_max"]),
+        ("tpsa", conditions["tpsa_min"], conditions["tpsa_max"]),
+        ("qed", conditions["qed_min"], 1.0),
+    ]
+    if conditions["gap_required"]:
+        out.append(("xtb_gap", conditions["gap_min_eV"], conditions["gap_max_eV"]))
+    if conditions["similarity_min"] > 0:
+        out.append(("tanimoto_to_reference", conditions["similarity_min"], 1.0))
+    return out
+
+
+def profile_satisfaction(measurement: Measurement, conditions: dict[str, Any]) -> float:
+    """Mean desirability of the measured values over the profile's criteria (a gap that
+    was not measured counts 0); 0 for a molecule with structural alerts."""
+    if measurement["structural_alerts"] > 0:
+        return 0.0
+    scores = []
+    for name, low, high in criteria(conditions):
+        if name in THREE_D and not measurement["xtb_measured"]:
+            scores.append(0.0)
+        else:
+            scores.append(desirability(measurement[name], low, high, TOLERANCES[name]))
+    return float(sum(scores) / len(scores))
+
+
+def _around(rng: np.random.Generator, value: float, width: float, digits: int) -> tuple:
+    """A range of ``width`` that holds ``value`` away from its edges, rounded outwards."""
+    low = value - rng.uniform(0.15, 0.85) * width
+    scale = 10.0**digits
+    return math.floor(low * scale) / scale, math.ceil((low + width) * scale) / scale
+
+
+@register_task
+class MoleculeDesign(Task):
+    """Propose molecules that meet a drug-like property profile; RDKit and GFN2-xTB measure.
+
+    Success: one molecule meets every criterion of the profile (score 1).
+    ``impossible=True``: the profile asks for MW <= 120 g/mol with TPSA >= 300 A^2,
+    which no molecule has (module docs).
+    """
+
+    id = "MoleculeDesign-v0"
+    experiment_model = MoleculeExperiment
+    observables = OBSERVABLES
+    public_conditions = PROFILE_SPECS
+    cost_unit = "CPU-s"
+    default_budget = 12
+    score_range = (0.0, 1.0)
+    success_threshold = 1.0
+    reward_description = (
+        "mean over the profile's criteria of a desirability (1 inside the range, Gaussian "
+        "fall-off outside); 0 for molecules with structural alerts"
+    )
+    brief = f"""
+You design small drug-like molecules. Each experiment is one molecule, given as a SMILES
+string, and a measurement kind: "descriptors" (cheap, {DESCRIPTOR_COST_S:g} CPU-s: RDKit's
+molecular weight, Crippen logP, TPSA, H-bond donors/acceptors, rotatable bonds, rings,
+heavy atoms, QED, synthetic accessibility, and the Tanimoto similarity to this campaign's
+reference molecule) or "xtb" (about {XTB_COST_S:g} + {XTB_COST_PER_ATOM_S:g} CPU-s per atom
+with hydrogens: all of that plus an MMFF94 conformer ensemble and a GFN2-xTB calculation
+of the HOMO-LUMO gap, dipole moment and energy). The campaign's profile gives ranges of
+logP, molecular weight and TPSA, a least QED, and sometimes a window of the xTB gap (only
+an "xtb" experiment measures it) or a least similarity to the reference. The score is the
+mean over the criteria of 1 inside each range, falling smoothly outside. Molecules must be
+one neutral, closed-shell organic molecule (H, B, C, N, O, F, Si, P, S, Cl, Br, I; no
+metals, isotopes, radicals, charges or '.'-separated fragments; at most 60 heavy atoms);
+chains of three or more singly bonded N/O/S atoms, peroxides and molecules with a synthetic
+accessibility score above {SA_SCORE_MAX:g} score 0. Meet every criterion with one
+molecule within the experiment budget.
+"""
+
+    def __init__(self, budget: int | None = None, impossible: bool = False) -> None:
+        super().__init__(budget)
+        self.impossible = bool(impossible)
+
+    # ---- campaigns -------------------------------------------------------------------
+
+    def nominal_conditions(self) -> dict[str, Any]:
+        profile = dict(NOMINAL_PROFILE)
+        if self.impossible:
+            profile |= IMPOSSIBLE_PROFILE
+        return self._with_reference(profile)
+
+    def sample_conditions(self, rng: np.random.Generator) -> dict[str, Any]:
+        """A profile around a hidden library molecule (so every profile can be met)."""
+        reference = int(rng.integers(len(REFERENCES)))
+        use_similarity = bool(rng.random() < 0.4)
+        use_gap = bool(rng.random() < 0.3)
+        reference_mol = _mol(REFERENCES[reference][1])
+        if use_similarity:  # the library molecule closest to the reference, other than it
+            others = [s for s in LIBRARY if s != REFERENCES[reference][1]]
+            witness = max(others, key=lambda s: tanimoto(_mol(s), reference_mol))
+        else:
+            witness = LIBRARY[int(rng.integers(len(LIBRARY)))]
+        values = witness_values(witness, "xtb" if use_gap else "descriptors")
+        profile: dict[str, Any] = {"reference_index": float(reference)}
+        profile["logp_min"], profile["logp_max"] = _around(
+            rng, values["logp"], rng.uniform(1.0, 2.5), 1
+        )
+        profile["mw_min"], profile["mw_max"] = _around(
+            rng, values["molecular_weight"], rng.uniform(60.0, 160.0), -1
+        )
+        profile["tpsa_min"], profile["tpsa_max"] = _around(
+            rng, values["tpsa"], rng.uniform(25.0, 60.0), 0
+        )
+        profile["tpsa_min"] = max(profile["tpsa_min"], 0.0)
+        profile["qed_min"] = (
+            math.floor(max(0.0, values["qed"] - rng.uniform(0.05, 0.2)) * 100) / 100
+        )
+        profile["gap_required"] = float(use_gap)
+        profile["gap_min_eV"], profile["gap_max_eV"] = (
+            _around(rng, values["xtb_gap"], rng.uniform(0.6, 1.5), 2) if use_gap else (0.0, 0.0)
+        )
+        similarity = tanimoto(_mol(witness), reference_mol)
+        profile["similarity_min"] = (
+            math.floor(similarity * rng.uniform(0.6, 0.9) * 100) / 100 if use_similarity else 0.0
+        )
+        profile["witness"] = witness  # hidden: the library molecule the profile was built around
+        if self.impossible:
+            profile |= IMPOSSIBLE_PROFILE
+        return self._with_reference(profile)
+
+    @staticmethod
+    def _with_reference(profile: dict[str, Any]) -> dict[str, Any]:
+        name, smiles = REFERENCES[int(profile["reference_index"])]
+        return {**profile, "reference": name, "reference_smiles": smiles}
+
+    def describe_conditions(self, conditions: dict[str, Any]) -> str:
+        c = conditions
+        parts = [
+            f"Profile: logP {c['logp_min']:g} to {c['logp_max']:g}",
+            f"molecular weight {c['mw_min']:g} to {c['mw_max']:g} g/mol",
+            f"TPSA {c['tpsa_min']:g} to {c['tpsa_max']:g} A^2",
+            f"QED at least {c['qed_min']:g}",
+        ]
+        if c["gap_required"]:
+            parts.append(f"GFN2-xTB HOMO-LUMO gap {c['gap_min_eV']:g} to {c['gap_max_eV']:g} eV")
+        if c["similarity_min"] > 0:
+            parts.append(f"Tanimoto similarity to the reference at least {c['similarity_min']:g}")
+        reference = f"Reference molecule: {c['reference']} ({c['reference_smiles']})."
+        return "; ".join(parts) + ". " + reference
+
+    def random_experiment(self, rng: np.random.Generator) -> MoleculeExperiment:
+        """A library molecule, measured by descriptors (70 %) or xTB (30 %)."""
+        smiles = LIBRARY[int(rng.integers(len(LIBRARY)))]
+        return MoleculeExperiment(
+            smiles=smiles, kind="xtb" if rng.random() < 0.3 else "descriptors"
+        )
+
+    # ---- measuring -------------------------------------------------------------------
+
+    def simulate(self, experiments, conditions, rngs):  # noqa: D102 (documented on Task)
+        out: list[Measurement | None] = [None] * len(experiments)
+        for kind in ("descriptors", "xtb"):
+            index = [i for i, e in enumerate(experiments) if e.kind == kind]
+            if not index:
+                continue
+            results = engine().measure([experiments[i].smiles for i in index], kind)
+            for i, result in zip(index, results):
+                out[i] = self._measurement(result, conditions[i])
+        return out
+
+    def _measurement(self, result: MoleculeResult, conditions: dict[str, Any]) -> Measurement:
+        provenance = {
+            "simulator": "labtwin.simulators.chem (RDKit; GFN2-xTB via tblite)",
+            "device": "cpu",
+            "canonical_smiles": result.canonical,
+            "versions": package_versions("rdkit", "tblite"),
+        }
+        if result.status == "invalid":
+            return Measurement.invalid(result.reason, result.smiles, **provenance)
+        if not result.ok:
+            return Measurement.failed(result.reason, provenance=provenance)
+        values = dict(result.values)
+        alerts = list(result.alerts)
+        if values["sa_score"] > SA_SCORE_MAX:
+            alerts.append(f"SA score {values['sa_score']:.2f} above {SA_SCORE_MAX:g}")
+        values["tanimoto_to_reference"] = tanimoto(
+            _mol(result.canonical), _mol(conditions["reference_smiles"])
+        )
+        values["structural_alerts"] = float(len(alerts))
+        values["xtb_measured"] = float(result.kind == "xtb")
+        notes = [f"structural alert: {a} (scores 0)" for a in alerts] + list(result.notes)
+        if result.kind == "descriptors":
+            values |= dict.fromkeys(THREE_D, 0.0)
+            notes.append("conformer and xTB values not measured (a descriptors experiment)")
+        observables = {spec.name: Value(values[spec.name], spec.unit) for spec in OBSERVABLES}
+        cost = DESCRIPTOR_COST_S
+        if result.kind == "xtb":
+            cost = XTB_COST_S + XTB_COST_PER_ATOM_S * result.n_atoms
+        return Measurement("ok", observables, cost=cost, provenance=provenance, notes=notes)
+
+    def reward(self, measurement: Measurement, conditions: dict[str, Any]) -> float:
+        return profile_satisfaction(measurement, conditions)
