@@ -9,9 +9,11 @@ tests make.
 
 Ignition delay is the time of the maximum of dT/dt. It needs the temperature only (so it
 is the same definition for every fuel and diluent, and for the independent integration of
-:mod:`~labtwin.simulators.combustion.reference`), it is what a pressure or emission trace
-of a shock tube marks as the onset, and it lies within a fraction of a percent of the OH
-peak for these high-temperature, single-stage ignitions. dT/dt is evaluated exactly from
+:mod:`~labtwin.simulators.combustion.reference`) and it is what a pressure trace of a
+shock tube marks as the onset. The OH peak, the other common marker, lies about 1 % after
+it for the hydrocarbons, but for hydrogen OH keeps rising through the heat release and
+peaks more than twice as late, so an OH-peak delay would mean different things for
+different fuels. dT/dt is evaluated exactly from
 the state at every CVODES step (``-sum(h_k wdot_k) / (rho c_p)``), and the time of its
 maximum is refined by the vertex of the parabola through the largest sample and its two
 neighbours, so the delay does not depend on where the steps happen to fall.

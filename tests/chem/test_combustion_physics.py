@@ -40,7 +40,13 @@ from labtwin.simulators.combustion import (
     adiabatic_flame_temperature,
     ignite,
 )
-from labtwin.simulators.combustion.ignition import DEFAULT_SETTINGS, gas, heating_rate, peak_time
+from labtwin.simulators.combustion.ignition import (
+    DEFAULT_SETTINGS,
+    gas,
+    heating_rate,
+    peak_time,
+    set_mixture,
+)
 from labtwin.simulators.combustion.reference import ignite_scipy
 
 GAS_CONSTANT = 8.314462618  # J/(mol K)
@@ -110,41 +116,49 @@ def test_delay_and_peak_agree_with_an_independent_integration(case: IgnitionCase
     assert result.peak_temperature_K == pytest.approx(reference.peak_temperature_K, abs=0.05)
 
 
-def test_the_delay_marks_the_fastest_temperature_rise_and_the_oh_surge() -> None:
-    """The refined time of maximum dT/dt lies between integrator steps where the sampled
-    rate is largest, and OH (the chain carrier) peaks within 5 % of it after it (OH
-    forms in the ignition front, peaks as T approaches its maximum, then recombines)."""
+def sampled_run(case: IgnitionCase, until_s: float):
+    """A fresh reactor stepped by CVODES to ``until_s``: step times, dT/dt, OH fraction."""
     import cantera as ct
 
-    case = methane_air(1400.0, 1.0)
-    result = engine(case)
     solution = ct.Solution("gri30.yaml")
-    from labtwin.simulators.combustion.ignition import set_mixture
-
     set_mixture(solution, case)
     reactor = ct.IdealGasConstPressureReactor(solution, clone=True)
     net = ct.ReactorNet([reactor])
     times, rates, oh = [], [], []
-    while net.time < 2 * result.delay_s:
+    while net.time < until_s:
         times.append(net.step())
         rates.append(heating_rate(reactor.phase))
         oh.append(reactor.phase["OH"].X[0])
-    times, rates = np.array(times), np.array(rates)
+    return np.array(times), np.array(rates), np.array(oh)
+
+
+@pytest.mark.parametrize(
+    ("case", "oh_lag"),
+    [(methane_air(1400.0, 1.0), (0.0, 0.03)), (hydrogen_air(1200.0, 1.0), (1.0, 3.0))],
+    ids=["CH4", "H2"],
+)
+def test_the_delay_is_the_fastest_temperature_rise_and_where_oh_peaks(case, oh_lag) -> None:
+    """The refined time of maximum dT/dt lies between the steps around the largest sampled
+    rate. OH peaks 1 % after it for methane, but for hydrogen OH keeps rising through
+    the heat release and peaks more than twice as late (at 2.3 delays here): the reason
+    the lab's delay is the dT/dt peak, one meaning for every fuel (``oh_lag``: bounds on
+    t_OH / delay - 1)."""
+    result = engine(case)
+    times, rates, oh = sampled_run(case, 4 * result.delay_s)
     i = int(np.argmax(rates))
     assert times[i - 1] <= result.delay_s <= times[i + 1]
     assert peak_time(times, rates, i) == pytest.approx(result.delay_s, rel=1e-6)
-    t_oh = times[int(np.argmax(oh))]
-    assert result.delay_s <= t_oh <= 1.05 * result.delay_s
+    lag = times[int(np.argmax(oh))] / result.delay_s - 1.0
+    assert oh_lag[0] <= lag <= oh_lag[1], lag
 
 
 def test_heating_rate_is_the_temperature_derivative() -> None:
-    """dT/dt from the energy equation equals the finite difference of two short steps
-    (central difference, 2nd order: error ~ dt^2 T''' / 6, below 1e-4 here)."""
+    """dT/dt from the energy equation equals the forward difference of the integrated
+    temperature over 0.1 us in the induction period (a first-order difference, dt/2 times
+    the second derivative: 2e-4 of the rate here; tolerance 2e-3)."""
     import cantera as ct
 
     solution = gas()
-    from labtwin.simulators.combustion.ignition import set_mixture
-
     set_mixture(solution, methane_air(1500.0, 1.0))
     reactor = ct.IdealGasConstPressureReactor(solution, clone=True)
     net = ct.ReactorNet([reactor])
@@ -155,7 +169,7 @@ def test_heating_rate_is_the_temperature_derivative() -> None:
     t0 = reactor.T
     net.advance(5e-4 + dt)
     t_plus = reactor.T
-    assert (t_plus - t0) / dt == pytest.approx(rate, rel=2e-3)  # forward difference, O(dt)
+    assert (t_plus - t0) / dt == pytest.approx(rate, rel=2e-3)
 
 
 @pytest.mark.parametrize(
