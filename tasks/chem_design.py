@@ -16,7 +16,8 @@ An experiment is a molecule (a SMILES string) and a measurement kind:
 A campaign draws a property profile: ranges of logP, molecular weight and TPSA, a least
 QED, and in some campaigns a window of the xTB gap and/or a least similarity to a
 reference molecule from :data:`REFERENCES`. Every profile is built around a hidden
-molecule of :data:`LIBRARY` that satisfies it, so each can be met. The score is the mean
+molecule of :data:`WITNESSES` that satisfies it, so each can be met; the lab's random
+experiments draw from :data:`LIBRARY`, which holds none of them. The score is the mean
 over the profile's criteria of a desirability that is 1 inside the range and falls as
 ``exp(-(d / tol)^2 / 2)`` with the distance ``d`` outside it (:data:`TOLERANCES`); a gap
 criterion scores 0 unless the gap was measured (an ``xtb`` experiment). A molecule with a
@@ -32,11 +33,14 @@ and xTB observables of a ``descriptors`` experiment are not measured: they read 
 ``xtb_measured`` is 0.
 
 ``impossible=True`` asks for a molecular weight of 60-120 g/mol with a TPSA of
-300-400 A^2. Ertl's TPSA gives an N or O atom bonded to a heavy atom at most
-27.64 A^2 (the ``[NH3+]-`` entry; RDKit's fallback for unlisted environments gives
-less), carbon and the other elements nothing, and an N or O atom weighs at least
-14.007 g/mol, so TPSA <= 1.98 A^2 mol/g x MW <= 237 A^2 at 120 g/mol: no molecule
-meets both.
+300-400 A^2. RDKit's TPSA (Ertl's table, N and O only) gives an N or O atom bonded to
+a heavy atom at most 27.64 A^2 (the ``[NH3+]-`` entry; its fallback for unlisted
+environments, ``30.5 - 8.2 n + 1.5 h`` for N and ``28.5 - 8.6 n + 1.5 h`` for O with
+n >= 1 heavy neighbours and h hydrogens, gives at most 26.8), and every heavy atom of a
+one-fragment molecule of two or more heavy atoms has a heavy neighbour. Carbon and the
+other elements add mass but no TPSA, and an N or O atom weighs at least 14.007 g/mol,
+so TPSA <= 27.64 / 14.007 x MW = 1.97 MW <= 237 A^2 at 120 g/mol: no molecule meets
+both.
 """
 
 from __future__ import annotations
@@ -59,7 +63,8 @@ MAX_SMILES_CHARS = 300
 DESCRIPTOR_COST_S = 0.01
 XTB_COST_S, XTB_COST_PER_ATOM_S = 0.01, 0.01
 SA_SCORE_MAX = 6.0  # Ertl & Schuffenhauer: above 6 is hard to make
-TIMEOUTS_S = {"descriptors": 30.0, "xtb": 120.0}
+#: seconds one molecule may take in its worker (8 ETKDG conformers of a 58-carbon ring take ~5 s)
+TIMEOUTS_S = {"descriptors": 10.0, "xtb": 30.0}
 #: desirability widths outside a range: about the spread of each property between close analogues
 TOLERANCES = {
     "logp": 0.5,
@@ -78,33 +83,46 @@ REFERENCES: tuple[tuple[str, str], ...] = (
     ("caffeine", "Cn1cnc2c1c(=O)n(C)c(=O)n2C"),
     ("sulfanilamide", "Nc1ccc(cc1)S(N)(=O)=O"),
 )
-#: drug-like molecules: the hidden witnesses of profiles and the random experiments
+#: common molecules: the random experiments of the lab (and of random search)
 LIBRARY: tuple[str, ...] = (
     *(smiles for _, smiles in REFERENCES),
     "OC(=O)c1ccccc1O",  # salicylic acid
     "COC(=O)c1ccccc1O",  # methyl salicylate
-    "CCOc1ccc(NC(C)=O)cc1",  # phenacetin
-    "CC(=O)Nc1ccc(OC(C)=O)cc1",  # diacetamate
-    "COc1ccc2cc(ccc2c1)C(C)C(=O)O",  # naproxen
-    "CC(C(=O)O)c1ccc(cc1)C(=O)c1ccccc1",  # ketoprofen-like
-    "Cn1c(=O)c2[nH]cnc2n(C)c1=O",  # theophylline
-    "Cn1cnc2c1c(=O)[nH]c(=O)n2C",  # theobromine
-    "CC(=O)Nc1ccc(cc1)S(N)(=O)=O",  # N-acetylsulfanilamide
-    "Cc1ccc(cc1)S(=O)(=O)NC(=O)NCCCC",  # tolbutamide
     "CN1CCC[C@H]1c1cccnc1",  # nicotine
     "CC(C)NCC(O)COc1cccc2ccccc12",  # propranolol
     "CN(C)CCCN1c2ccccc2CCc2ccccc21",  # imipramine
     "OC(=O)Cc1ccccc1Nc1c(Cl)cccc1Cl",  # diclofenac
     "CCN(CC)CC(=O)Nc1c(C)cccc1C",  # lidocaine
-    "CC(C)(C)NCC(O)c1ccc(O)c(CO)c1",  # salbutamol
-    "NC(=O)c1cccnc1",  # nicotinamide
     "CN1C(=O)CN=C(c2ccccc2)c2cc(Cl)ccc12",  # diazepam
+    "NC(=O)c1cccnc1",  # nicotinamide
     "OC(=O)c1ccccc1",  # benzoic acid
     "OCC(O)CO",  # glycerol
     "CCCCCCCCCCCC(=O)O",  # lauric acid
     "c1ccc2ncccc2c1",  # quinoline
     "O=C1NC(=O)c2ccccc21",  # phthalimide
     "CC1=CC(=O)C=CC1=O",  # methyl-p-benzoquinone
+)
+#: drug-like molecules, none of them in LIBRARY: the hidden molecule each profile is
+#: built around (so every profile can be met, but not by replaying the library)
+WITNESSES: tuple[str, ...] = (
+    "CCOc1ccc(NC(C)=O)cc1",  # phenacetin
+    "CC(=O)Nc1ccc(OC(C)=O)cc1",  # diacetamate
+    "COc1ccc2cc(ccc2c1)C(C)C(=O)O",  # naproxen
+    "CC(C(=O)O)c1cccc(c1)C(=O)c1ccccc1",  # ketoprofen
+    "CC(C(=O)O)c1ccc(c(F)c1)-c1ccccc1",  # flurbiprofen
+    "Cn1c(=O)c2[nH]cnc2n(C)c1=O",  # theophylline
+    "Cn1cnc2c1c(=O)[nH]c(=O)n2C",  # theobromine
+    "CC(=O)Nc1ccc(cc1)S(N)(=O)=O",  # N-acetylsulfanilamide
+    "Cc1cc(NS(=O)(=O)c2ccc(N)cc2)no1",  # sulfamethoxazole
+    "Cc1ccc(cc1)S(=O)(=O)NC(=O)NCCCC",  # tolbutamide
+    "CC(C)(C)NCC(O)c1ccc(O)c(CO)c1",  # salbutamol
+    "COCCc1ccc(OCC(O)CNC(C)C)cc1",  # metoprolol
+    "NC(=O)N1c2ccccc2C=Cc2ccccc21",  # carbamazepine
+    "OC(Cn1cncn1)(Cn1cncn1)c1ccc(F)cc1F",  # fluconazole
+    "CCOC(=O)c1ccc(N)cc1",  # benzocaine
+    "CCN(CC)CCOC(=O)c1ccc(N)cc1",  # procaine
+    "COC(=O)c1ccc(O)cc1",  # methylparaben
+    "CC(C)Cc1ccc(cc1)C(C)C(=O)OC",  # ibuprofen methyl ester
 )
 #: (name, lowest, highest) of a campaign's ranges, as public conditions
 PROFILE_SPECS = (
@@ -321,33 +339,32 @@ molecule within the experiment budget.
         use_similarity = bool(rng.random() < 0.4)
         use_gap = bool(rng.random() < 0.3)
         reference_mol = _mol(REFERENCES[reference][1])
-        if use_similarity:  # the library molecule closest to the reference, other than it
-            others = [s for s in LIBRARY if s != REFERENCES[reference][1]]
-            witness = max(others, key=lambda s: tanimoto(_mol(s), reference_mol))
+        if use_similarity:  # the witness closest to the reference
+            witness = max(WITNESSES, key=lambda s: tanimoto(_mol(s), reference_mol))
         else:
-            witness = LIBRARY[int(rng.integers(len(LIBRARY)))]
+            witness = WITNESSES[int(rng.integers(len(WITNESSES)))]
         values = witness_values(witness, "xtb" if use_gap else "descriptors")
         profile: dict[str, Any] = {"reference_index": float(reference)}
         profile["logp_min"], profile["logp_max"] = _around(
-            rng, values["logp"], rng.uniform(1.0, 2.5), 1
+            rng, values["logp"], rng.uniform(0.8, 1.6), 1
         )
         profile["mw_min"], profile["mw_max"] = _around(
-            rng, values["molecular_weight"], rng.uniform(60.0, 160.0), -1
+            rng, values["molecular_weight"], rng.uniform(40.0, 100.0), -1
         )
         profile["tpsa_min"], profile["tpsa_max"] = _around(
-            rng, values["tpsa"], rng.uniform(25.0, 60.0), 0
+            rng, values["tpsa"], rng.uniform(15.0, 35.0), 0
         )
         profile["tpsa_min"] = max(profile["tpsa_min"], 0.0)
         profile["qed_min"] = (
-            math.floor(max(0.0, values["qed"] - rng.uniform(0.05, 0.2)) * 100) / 100
+            math.floor(max(0.0, values["qed"] - rng.uniform(0.02, 0.1)) * 100) / 100
         )
         profile["gap_required"] = float(use_gap)
         profile["gap_min_eV"], profile["gap_max_eV"] = (
-            _around(rng, values["xtb_gap"], rng.uniform(0.6, 1.5), 2) if use_gap else (0.0, 0.0)
+            _around(rng, values["xtb_gap"], rng.uniform(0.4, 1.0), 2) if use_gap else (0.0, 0.0)
         )
         similarity = tanimoto(_mol(witness), reference_mol)
         profile["similarity_min"] = (
-            math.floor(similarity * rng.uniform(0.6, 0.9) * 100) / 100 if use_similarity else 0.0
+            math.floor(similarity * rng.uniform(0.7, 0.95) * 100) / 100 if use_similarity else 0.0
         )
         profile["witness"] = witness  # hidden: the library molecule the profile was built around
         if self.impossible:
