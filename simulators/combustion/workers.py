@@ -37,6 +37,7 @@ from labtwin.simulators.combustion.ignition import (
     IgnitionCase,
     IgnitionResult,
     SolverSettings,
+    gas,
     ignite,
 )
 
@@ -52,6 +53,13 @@ class CaseRunner:
 
     def __init__(self, integrator: Integrator = ignite) -> None:
         self.integrator = integrator
+
+    def __setstate__(self, state: dict) -> None:
+        """Unpickled in a worker: load Cantera and GRI-Mech there and then, before the
+        worker reports the call started, so a case's timeout counts its integration only
+        (a fresh worker's imports count against the pool's start-up allowance)."""
+        self.__dict__.update(state)
+        gas()
 
     def simulate(
         self,
