@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from labtwin.simulators.chem.conformers import (
@@ -219,10 +219,8 @@ class MoleculeEngine:
                     )
                 for i in todo[key]:
                     results[i] = result
-        return [
-            r if r.smiles == smiles[i] else _with_input(r, smiles[i])
-            for i, r in enumerate(results)  # type: ignore[misc]
-        ]
+        # copies: a caller that edits a result's values cannot change the cached one
+        return [_with_input(r, s) for r, s in zip(results, smiles)]  # type: ignore[arg-type]
 
     def clear_cache(self) -> None:
         with self._lock:
@@ -243,6 +241,5 @@ def _short(smiles: Any, limit: int = 200) -> str:
 
 
 def _with_input(result: MoleculeResult, smiles: Any) -> MoleculeResult:
-    from dataclasses import replace
-
-    return replace(result, smiles=_short(smiles))
+    """A copy of ``result`` for the input as written (its own ``values`` dict)."""
+    return replace(result, smiles=_short(smiles), values=dict(result.values))

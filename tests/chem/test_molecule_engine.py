@@ -298,6 +298,8 @@ def test_cached_equals_recomputed_exactly(engine: MoleculeEngine) -> None:
     again = engine.measure(["OC(C)=O", *reversed(molecules)], "xtb")
     assert engine.computed == computed + 1  # only acetic acid was new
     assert again[1:] == first[::-1]
+    again[1].values["logp"] = 99.0  # a caller editing its copy does not reach the cache
+    assert engine.measure(molecules[-1:], "xtb")[0] == first[-1]
     fresh = MoleculeEngine(n_workers=1)  # another worker process, an empty cache
     try:
         recomputed = fresh.measure(molecules, "xtb")
