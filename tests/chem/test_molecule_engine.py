@@ -253,6 +253,20 @@ def test_a_crashing_worker_fails_its_molecule_and_is_replaced() -> None:
     assert results[2].values == measure_job(Job("CCN", "descriptors", engine.settings)).values
 
 
+def test_an_idle_worker_killed_from_outside_is_replaced() -> None:
+    """The out-of-memory killer may end an idle worker: the next batch starts another."""
+    engine = MoleculeEngine(n_workers=1)
+    try:
+        (first,) = engine.measure(["CCO"], "descriptors")
+        (pid,) = engine.pool.worker_pids()
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+        (again,) = engine.measure(["CCN"], "descriptors")
+    finally:
+        engine.close()
+    assert first.ok and again.ok and engine.pool.started_workers == 2
+
+
 def raise_on_ethanol(job: Job):
     if job.canonical == "CCO":
         raise ZeroDivisionError("a bug in the measurement code")
