@@ -136,6 +136,10 @@ class IgnitionDelay(Task):
     repeated readings) within one error bar (15 % in ln) of the target. ``impossible=True``
     draws targets of 1-3 s, ten or more times the 100 ms test time beyond which no run
     ignites in the lab; the best any run can score there is below 1e-18.
+
+    Baselines over 16 campaigns of 15 shots (seed 0): random search succeeds in 6 % (mean
+    best score 0.19), CMA-ES in 44 % (0.47), Bayesian optimisation in 25 % (0.59); 7 of
+    the 720 shots did not ignite within the test time.
     """
 
     id = "IgnitionDelay-v0"
@@ -167,7 +171,9 @@ reports the ignition delay (the time of fastest temperature rise) with a
 {DELAY_RELATIVE_ERROR:.0%} error bar and the peak temperature with a
 {TEMPERATURE_RELATIVE_ERROR:.0%} error bar; a gas that has not ignited after
 {TEST_TIME_S * 1e3:g} ms gives no reading. Delays get shorter, roughly exponentially in
-1/T, when the gas is hotter, denser or less diluted; hydrogen ignites fastest. Find a
+1/T, when the gas is hotter, and mostly also when it is denser or less diluted (hydrogen
+below about 1300 K is the exception: there more pressure slows it down); hydrogen
+ignites fastest. Find a
 shot whose delay matches the campaign's target: a reading scores
 exp(-(ln(reading / target) / {LOG_TOLERANCE:g})^2 / 2), and {SUCCESS_SCORE:.2f} or more
 (within one error bar) counts as a success. Repeating a shot exactly scores the pooled
