@@ -142,6 +142,7 @@ bar), which is how a score rises further but uses up experiments.
         n_replicas: int = 4,
         equilibration_ps: float = 2.0,
         equilibration_dt_fs: float = 4.0,
+        stock_ps: tuple[float, float] = (3.0, 1.5),
         platform: str | None = None,
         impossible: bool = False,
     ) -> None:
@@ -157,6 +158,8 @@ bar), which is how a score rises further but uses up experiments.
         self.n_replicas = int(n_replicas)
         self.equilibration_ps = float(equilibration_ps)
         self.equilibration_dt_fs = float(equilibration_dt_fs)
+        #: (ps each stock box is grown from its neighbour state, ps between the boxes of a state)
+        self.stock_ps = (float(stock_ps[0]), float(stock_ps[1]))
         self._platform = platform
         self.impossible = bool(impossible)
 
@@ -206,6 +209,8 @@ bar), which is how a score rises further but uses up experiments.
             dt_fs=2.0,
             equilibration_dt_fs=self.equilibration_dt_fs,
             sample_every=SAMPLE_EVERY,
+            stock_build_ps=self.stock_ps[0],
+            stock_spacing_ps=self.stock_ps[1],
             platform=self.platform,
             **kwargs,
         )
@@ -310,7 +315,14 @@ bar), which is how a score rises further but uses up experiments.
     def reference_run(self, temperature_k: float, pressure_bar: float) -> dict[str, tuple]:
         """Density and potential energy (value, standard error) of the long reference runs
         at a state, cached per process and lab settings."""
-        key = (temperature_k, pressure_bar, self.box_nm, self.cutoff_nm, self.platform)
+        key = (
+            temperature_k,
+            pressure_bar,
+            self.box_nm,
+            self.cutoff_nm,
+            self.platform,
+            self.stock_ps,
+        )
         if key not in _REFERENCE_CACHE:
             replicas, equilibration, production = self.REFERENCE_RUN
             result = self._run(
