@@ -17,7 +17,8 @@ lab's numeric view), an :class:`~labtwin.experiment.Answer`, an
 Seeding, in one place (:func:`campaign_rng`): a campaign has an integer seed
 ``s``; its generator is ``numpy.random.default_rng(s)``; it draws the
 campaign's conditions first, then one seed per budgeted step (experiments,
-answers, invalid calls; analysis calls draw none). A slot reset without a seed
+answers, invalid calls; analysis calls draw none), and, when a lab confirms, one
+last seed for the closing confirmation. A slot reset without a seed
 draws the campaign seed from the slot's own stream, which is seeded by the
 slot's last explicit seed. So the same seed gives the same campaign in every
 view, however campaigns are batched, and any campaign replays from its seed
@@ -69,6 +70,10 @@ class Record:
     proposal: Any = None
     note: str = ""
     vector: np.ndarray | None = None
+    #: on the step that ended a campaign of a lab that confirms (:attr:`Task.confirms_best`):
+    #: a fresh measurement of the campaign's recommended experiment and its score alone
+    confirmation: Measurement | None = None
+    confirmed_score: float | None = None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Record):
@@ -82,6 +87,8 @@ class Record:
             same_vector
             and self.to_dict() == other.to_dict()
             and (self.measurement == other.measurement)
+            and self.confirmation == other.confirmation
+            and self.confirmed_score == other.confirmed_score
         )
 
     @property
@@ -95,7 +102,7 @@ class Record:
         measurement = self.measurement.to_dict()
         if not artifacts:
             measurement.pop("artifacts")
-        return {
+        out = {
             "campaign": self.campaign,
             "step": self.step,
             "kind": self.kind,
@@ -105,6 +112,13 @@ class Record:
             "note": self.note,
             "measurement": measurement,
         }
+        if self.confirmation is not None:  # only on a confirmed campaign's last step
+            confirmation = self.confirmation.to_dict()
+            if not artifacts:
+                confirmation.pop("artifacts")
+            out["confirmation"] = confirmation
+            out["confirmed_score"] = self.confirmed_score
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Record:
@@ -117,6 +131,10 @@ class Record:
             reward=float(data["reward"]),
             proposal=data.get("proposal"),
             note=data.get("note", ""),
+            confirmation=(
+                Measurement.from_dict(data["confirmation"]) if "confirmation" in data else None
+            ),
+            confirmed_score=data.get("confirmed_score"),
         )
 
     def replay_proposal(self) -> Any:
@@ -163,6 +181,20 @@ class Campaign:
     @property
     def cost(self) -> float:
         return float(sum(r.measurement.cost for r in self.history))
+
+    @property
+    def confirmed_score(self) -> float | None:
+        """The score of the closing confirmation (None before the end, or where the lab does
+        not confirm or the campaign measured nothing)."""
+        last = self.history[-1] if self.done and self.history else None
+        return last.confirmed_score if last is not None else None
+
+    @property
+    def result_score(self) -> float:
+        """What the campaign earned: its best score, or the lower of it and the confirmation's
+        where there is one (the sum of its improvement rewards above the baseline)."""
+        confirmed = self.confirmed_score
+        return self.best_score if confirmed is None else min(self.best_score, confirmed)
 
     def measurements(self) -> list[Measurement]:
         """Measurements of the campaign's experiments, in order (what analysis tools see)."""
@@ -235,6 +267,17 @@ def score_of(
     return task.clip_score(float(task.score_answer(answer, conditions, history)))
 
 
+def recommended(records: Sequence[Record]) -> Record | None:
+    """The experiment a campaign recommends: its best-scoring ``ok`` experiment (the first
+    of equals), or None if it measured nothing."""
+    best = None
+    for r in records:
+        if r.kind == "experiment" and r.measurement.ok and r.score is not None:
+            if best is None or r.score > best.score:
+                best = r
+    return best
+
+
 class CampaignBatch:
     """Slots of campaigns of one lab, advanced together.
 
@@ -244,6 +287,19 @@ class CampaignBatch:
     for every step whose measurement is ``invalid``. An accepted answer pays
     its score and ends the campaign. A campaign ends when its budget is spent,
     an answer is accepted, or ``max_turns`` turns were taken.
+
+    Confirmation: when a campaign of a lab that confirms (:attr:`Task.confirms_best`) ends
+    without an answer, the lab measures its recommended experiment (:func:`recommended`)
+    once more with a fresh seed from the campaign's generator, in one batched call for all
+    campaigns ending in the step. The fresh measurement is scored alone (never pooled with
+    the readings it was chosen from), so its score carries no selection bias. It is kept on
+    the last step's record (``confirmation``, ``confirmed_score``), costs no budget, and in
+    ``"improvement"`` mode takes back what noise gave: the last step's reward drops by
+    ``max(best - confirmed, 0)``, so a campaign's return is ``min(best, confirmed)`` above the
+    baseline. Picking the luckiest of many noisy readings (repeats, near-repeats, equivalent
+    experiments) then earns nothing: the confirmation reads the true value afresh. In
+    ``"score"`` mode each step pays its own score, whose noise averages out, and the
+    confirmation is recorded without changing rewards.
     """
 
     def __init__(
@@ -363,7 +419,34 @@ class CampaignBatch:
                 record = self._invalid_call(campaign, proposal, seeds[k])
             self._append(campaign, record)
             records.append(record)
+        self._confirm(campaigns, records)
+        if self.recorder is not None:
+            for record in records:
+                self.recorder.record(record)
         return records
+
+    def _confirm(self, campaigns: list[Campaign], records: list[Record]) -> None:
+        """Measure the recommendation of every campaign that ended in this step (one call)."""
+        ending = []
+        for campaign, record in zip(campaigns, records):
+            answered = campaign.end_reason == "answer submitted"
+            if not (campaign.done and self.task.confirms_best) or answered:
+                continue
+            best = recommended(campaign.history)
+            if best is not None:
+                ending.append((campaign, record, best))
+        if not ending:
+            return
+        measured = self.task.run(
+            [best.measurement.experiment for _, _, best in ending],
+            [campaign.conditions for campaign, _, _ in ending],
+            [campaign.next_seed() for campaign, _, _ in ending],
+        )
+        for (campaign, record, _), m in zip(ending, measured):
+            record.confirmation = m
+            record.confirmed_score = confirmed = self.task.score(m, campaign.conditions)
+            if self.reward_mode == "improvement":
+                record.reward -= max(campaign.best_score - confirmed, 0.0)
 
     def _live(self, slot: int) -> Campaign:
         if not 0 <= slot < self.num_slots:
@@ -435,8 +518,6 @@ class CampaignBatch:
         elif campaign.turns_left <= 0:
             campaign.done = True
             campaign.end_reason = f"turn cap reached ({campaign.max_turns} turns)"
-        if self.recorder is not None:
-            self.recorder.record(record)
 
     # ---- what views show ---------------------------------------------------------------
 

@@ -126,7 +126,9 @@ def run_command(
     except ValueError as err:  # the agent cannot run this lab (e.g. CMA-ES on a text lab)
         _fail(str(err))
     table = Table(title=f"labtwin/{short_id(task)} · {agent} · best measured outcome per campaign")
-    for col in ("campaign", "best score", "best experiment", "measured", "cost"):
+    confirmed = any(s.confirmed_score is not None for s in summaries)
+    columns = ("campaign", "best score") + (("confirmed",) if confirmed else ())
+    for col in (*columns, "best experiment", "measured", "cost"):
         table.add_column(col)
     for s in summaries:
         experiment = ", ".join(
@@ -134,9 +136,11 @@ def run_command(
             for k, v in (s.best_experiment or {}).items()
         )
         measured = ", ".join(f"{k} = {v}" for k, v in list(s.best_observables.items())[:3])
+        shown = [f"{s.confirmed_score:.4f}" if s.confirmed_score is not None else "-"]
         table.add_row(
             str(s.campaign),
             f"{s.best_score:.4f}",
+            *(shown if confirmed else []),
             experiment,
             measured,
             f"{s.cost:.3g} {s.cost_unit}",
@@ -144,6 +148,12 @@ def run_command(
     console.print(table)
     mean = sum(s.best_score for s in summaries) / len(summaries)
     console.print(f"mean best score {mean:.4f} over {len(summaries)} campaigns")
+    if confirmed:
+        earned = sum(s.result_score for s in summaries) / len(summaries)
+        console.print(
+            f"mean earned {earned:.4f}: the lower of the best score and its confirmation, "
+            "a fresh measurement of the best experiment"
+        )
     console.print(f"run written to [bold]{path}[/]")
     from labtwin import runs
     from labtwin.rendering.plots import save_campaign_plot  # the CLI composes subpackages

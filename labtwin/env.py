@@ -100,8 +100,9 @@ def reset_info(campaign: Campaign) -> dict[str, Any]:
 
 
 def step_info(campaign: Campaign, record: Record) -> dict[str, Any]:
-    """The ``info`` dict of one step."""
-    return {
+    """The ``info`` dict of one step; a campaign's last step adds ``confirmed_score`` where
+    the lab confirmed its best experiment."""
+    info = {
         "kind": record.kind,
         "measurement": record.measurement,
         "status": record.measurement.status,
@@ -110,3 +111,6 @@ def step_info(campaign: Campaign, record: Record) -> dict[str, Any]:
         "experiments_done": campaign.experiments,
         "end_reason": campaign.end_reason,
     }
+    if record.confirmed_score is not None:
+        info["confirmed_score"] = float(record.confirmed_score)
+    return info

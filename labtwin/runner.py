@@ -51,6 +51,10 @@ def load_agent(name: str, **kwargs: Any) -> Agent:
 class CampaignSummary:
     campaign: int
     best_score: float
+    #: the closing confirmation of the best experiment (None where the lab does not confirm)
+    confirmed_score: float | None
+    #: what the campaign earned: ``min(best, confirmed)`` (:attr:`Campaign.result_score`)
+    result_score: float
     best_experiment: dict[str, Any] | None
     best_observables: dict[str, str]
     experiments: int
@@ -123,6 +127,8 @@ def _summarise(campaign: Campaign, cost_unit: str) -> CampaignSummary:
     return CampaignSummary(
         campaign=campaign.id,
         best_score=float(best.score),
+        confirmed_score=campaign.confirmed_score,
+        result_score=float(campaign.result_score),
         best_experiment=m.experiment,
         best_observables={k: str(v) for k, v in m.observables.items()},
         experiments=len(history),

@@ -103,6 +103,11 @@ class Task:
     #: search (an anneal from a new random start), where a repeat is a new try, not a
     #: new reading of the same quantity
     pool_repeats: ClassVar[bool] = True
+    #: measure a campaign's recommended experiment once more when it ends and let that fresh
+    #: reading decide what the campaign earned and whether it succeeded (see
+    #: :class:`labtwin.campaign.CampaignBatch`); only for labs that pool repeats and take
+    #: no final answer (:attr:`confirms_best`)
+    confirm_best: ClassVar[bool] = True
     #: a campaign succeeds when a score reaches this (see :meth:`success`); None: no predicate
     success_threshold: ClassVar[float | None] = None
     default_budget: ClassVar[int] = 20
@@ -133,6 +138,12 @@ class Task:
     def max_turns(self) -> int:
         """Turns (experiments, answers, analysis and invalid calls) a campaign may take."""
         return self.turns_per_experiment * self.budget
+
+    @property
+    def confirms_best(self) -> bool:
+        """Whether campaigns end with a confirmation measurement: where scores are noisy
+        readings of one quantity (``pool_repeats``) and no answer ends the campaign."""
+        return bool(self.confirm_best and self.pool_repeats and self.answer_model is None)
 
     @property
     def action_space(self) -> gym.Space:
@@ -338,12 +349,18 @@ class Task:
         """Whether a campaign (its records) succeeded, separate from its shaped reward.
 
         Default: some ``ok`` experiment or accepted answer scored at least
-        ``success_threshold``. A lab built with ``impossible=True`` (where it
-        offers that variant) cannot succeed honestly: any success there is a hack.
+        ``success_threshold``; where the campaign ended with a confirmation
+        (:attr:`confirms_best`), its recommended experiment's fresh reading must
+        reach it too, so that a lucky reading alone is no success. A lab built
+        with ``impossible=True`` (where it offers that variant) cannot succeed
+        honestly: any success there is a hack.
         """
         if self.success_threshold is None:
             return False
         scores = [r.score for r in records if r.score is not None and r.measurement.ok]
+        confirmed = [r.confirmed_score for r in records if r.confirmed_score is not None]
+        if confirmed and confirmed[-1] < self.success_threshold:
+            return False
         return bool(scores) and max(scores) >= self.success_threshold
 
     def clip_score(self, score: float) -> float:

@@ -178,9 +178,22 @@ def describe_record(record: Record, campaign: Campaign) -> str:
         return f"Error: {m.reason}. The experiment was not run. {left}."
     if m.status == "failed":
         return f"Experiment {n} failed: {m.reason}. {left}."
-    return (
+    text = (
         f"Experiment {n}: {m.describe()}. Score {record.score:.4g}; best so far "
         f"{campaign.best_score:.4g}. {left}."
+    )
+    return text + confirmation_text(record)
+
+
+def confirmation_text(record: Record) -> str:
+    """What the closing confirmation measured (empty where there was none)."""
+    if record.confirmed_score is None:
+        return ""
+    c = record.confirmation
+    shown = c.describe() if c.ok else f"{c.status}: {c.reason}"
+    return (
+        f" The campaign is over. The lab measured the best experiment once more: {shown}; "
+        f"score {record.confirmed_score:.4g}."
     )
 
 

@@ -51,3 +51,54 @@ def test_scores_stay_in_the_documented_range() -> None:
     high = Measurement("ok", {name: Value(1.3, "") for name in ("yield_B",)})
     assert task.score(high, {}) == 1.0
     assert task.score(Measurement("ok", {"yield_B": Value(-0.1, "")}), {}) == 0.0
+
+
+def test_a_campaign_ends_with_a_fresh_reading_of_its_best_experiment(tmp_path) -> None:
+    """The closing confirmation: when a reactor campaign spends its budget, the lab measures
+    the best-scoring experiment once more with the campaign's next seed, scores it alone,
+    and the last reward takes back what the best reading had above it. The record round-trips
+    through a run, replays, and decides success."""
+    from labtwin.campaign import recommended, replay
+    from labtwin.runs import RunStore, load
+
+    task = labtwin.load_task("BatchReactor-v1", budget=3)
+    runs = [GOOD, {**GOOD, "temperature_K": 350.0}, {**GOOD, "time_min": 5.0}]
+    with RunStore(tmp_path / "run", {"kind": "test"}) as store:
+        batch = labtwin.CampaignBatch(task, 8, recorder=store)
+        campaigns = batch.reset(range(8), range(8))
+        for proposal in runs:
+            records = batch.step(range(8), [proposal] * 8)
+    for c, last in zip(campaigns, records):
+        assert c.done and [r.confirmation is None for r in c.history] == [True, True, False]
+        best = recommended(c.history)
+        assert last.confirmation.experiment == best.measurement.experiment
+        # the campaign's next seed, drawn after the last step's
+        rng = labtwin.campaign.campaign_rng(c.seed)
+        task.sample_conditions(rng)
+        seeds = [int(rng.integers(0, 2**63 - 1)) for _ in range(4)]
+        (again,) = task.run([best.measurement.experiment], [c.conditions], [seeds[3]])
+        assert again == last.confirmation
+        assert last.confirmed_score == task.score(again, c.conditions)  # alone, not pooled
+        assert c.result_score == min(c.best_score, last.confirmed_score)
+        assert sum(r.reward for r in c.history) == pytest.approx(c.result_score, abs=1e-12)
+        ok = c.best_score >= task.success_threshold
+        assert task.success(c.history, c.conditions) == (ok and c.confirmed_score >= 0.85)
+        assert replay(task, c.seed, c.history) == c.history
+    # some best readings were lucky: their confirmation reads lower
+    assert any(c.confirmed_score < c.best_score for c in campaigns)
+    run = load(tmp_path / "run")
+    last = [r for r in run.records if r.confirmation is not None]
+    assert [r.to_dict(artifacts=False) for r in last] == [
+        r.to_dict(artifacts=False) for r in records
+    ]
+
+
+def test_labs_that_end_with_an_answer_or_retry_a_search_do_not_confirm() -> None:
+    assert labtwin.load_task("BatchReactor-v1").confirms_best
+    assert not labtwin.load_task("ArrheniusFit-v1").confirms_best  # answers end it
+    assert not labtwin.load_task("LJClusterAnneal-v0").confirms_best  # a repeat is a new try
+    task = labtwin.load_task("ArrheniusFit-v1", budget=1)
+    batch = labtwin.CampaignBatch(task, 1)
+    batch.reset([0], [0])
+    (record,) = batch.step([0], [{"temperature_K": 330.0, "time_min": 30.0}])
+    assert batch.campaigns[0].done and record.confirmation is None
