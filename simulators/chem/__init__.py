@@ -9,7 +9,9 @@
 - :mod:`~labtwin.simulators.chem.xtb` — GFN2-xTB single points through tblite;
 - :mod:`~labtwin.simulators.chem.workers` — a process pool (forkserver), one molecule per job
   with a timeout, crashed or stalled workers replaced;
-- :mod:`~labtwin.simulators.chem.engine` — :class:`MoleculeEngine`: batches, the cache.
+- :mod:`~labtwin.simulators.chem.engine` — :class:`MoleculeEngine`: batches, the cache;
+- :mod:`~labtwin.simulators.chem.reactions` — named reaction templates (RDKit reaction
+  SMARTS) applied to reagents, with a deterministic yield model.
 
 RDKit and tblite are imported inside the functions that use them.
 """
@@ -23,6 +25,7 @@ from labtwin.simulators.chem.engine import (
     measure_job,
 )
 from labtwin.simulators.chem.molecule import Limits, parse_smiles
+from labtwin.simulators.chem.reactions import TEMPLATES, ReactionOutcome, run_reaction
 
 __all__ = [
     "KINDS",
@@ -31,6 +34,9 @@ __all__ = [
     "MoleculeEngine",
     "MoleculeResult",
     "MoleculeSettings",
+    "ReactionOutcome",
+    "TEMPLATES",
     "measure_job",
     "parse_smiles",
+    "run_reaction",
 ]
