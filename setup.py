@@ -19,4 +19,7 @@ for package, folder in FOLDERS.items():
     packages.append(package)
     packages += [f"{package}.{sub}" for sub in find_packages(folder)]
 
-setup(packages=packages, package_dir=FOLDERS)
+# data files shipped inside the packages (the synthesis lab's building-block stock)
+PACKAGE_DATA = {"labtwin.tasks": ["data/*.csv"]}
+
+setup(packages=packages, package_dir=FOLDERS, package_data=PACKAGE_DATA)

@@ -13,6 +13,8 @@
   profile, measured by RDKit and GFN2-xTB (MoleculeDesign-v0), a text lab.
 - :mod:`labtwin.tasks.combustion` — a target ignition delay of a premixed gas in a
   constant-pressure reactor, Cantera with GRI-Mech 3.0 (IgnitionDelay-v0).
+- :mod:`labtwin.tasks.chem_synthesis` — make a target molecule from purchasable building
+  blocks with named RDKit reaction templates (SynthesisPlanning-v0), a text lab.
 
 Labs register themselves with :func:`labtwin.register_task`; installed labs are
 also advertised through the ``labtwin.tasks`` entry points in pyproject.toml.
