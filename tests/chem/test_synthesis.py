@@ -341,3 +341,32 @@ def test_stock_tool_filters_by_class_and_substructure(lab) -> None:
     assert note.startswith("2 building blocks") and "thiophene-2-boronic acid" in note
     with pytest.raises(ValueError, match="not a SMARTS"):
         lab.stock_tool({"substructure": "(("}, [])
+
+
+def test_the_chat_view_tells_the_target_and_runs_the_analysis_tools() -> None:
+    from labtwin.tools import ChatLabEnv, format_tool_call
+
+    env = ChatLabEnv(labtwin.load_task("SynthesisPlanning-v0"))
+    messages = env.reset([0])[0]
+    target = env.conversations[0].campaign.conditions["target"]
+    assert target in messages[1]["content"]
+    env.step([format_tool_call("stock", {"kind": "boc_amine"})])
+    reply = env.conversations[0].messages[-1]["content"]
+    assert "N-Boc-piperazine" in reply and env.conversations[0].campaign.experiments == 0
+
+
+@pytest.mark.slow
+def test_random_search_makes_no_target_where_the_construction_routes_score_high() -> None:
+    """The reference figures of docs/chemistry.md: 32 campaigns at the default budget."""
+    lab = SynthesisPlanning()
+    batch = CampaignBatch(lab, 32)
+    batch.reset(list(range(32)), list(range(32)))
+    rngs = [np.random.default_rng(1000 + i) for i in range(32)]
+    for _ in range(lab.budget):
+        batch.step(list(range(32)), [lab.random_experiment(r) for r in rngs])
+    assert not any(lab.success(c.history, c.conditions) for c in batch.campaigns)
+    assert np.mean([c.best_score for c in batch.campaigns]) < 0.3
+    for c in batch.campaigns:
+        conditions = lab.sample_conditions(np.random.default_rng(c.seed))
+        last = measure_route(lab, conditions["route"], conditions)[-1]
+        assert lab.score(last, conditions) > 0.8
