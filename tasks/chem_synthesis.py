@@ -46,7 +46,7 @@ from __future__ import annotations
 import csv
 import json
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Annotated, Any, Literal
 
@@ -95,7 +95,7 @@ def stock() -> dict[str, BuildingBlock]:
     return out
 
 
-@cache
+@lru_cache(maxsize=4096)  # bounded: products of many campaigns pass through it
 def _mol(smiles: str):
     parsed = parse_smiles(smiles)
     assert parsed.ok, parsed.reason
