@@ -1,0 +1,166 @@
+"""AlloyDesign-v0: the lab contract, its measurements, targets, failures and hacks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import labtwin
+from labtwin.runner import run_campaigns
+from labtwin.tasks.materials_alloy import (
+    IMPOSSIBLE_TARGET_A,
+    SUCCESS_SCORE,
+    alloy_score,
+    witnesses,
+)
+from labtwin.testing import check_lab
+
+CU3PD = {
+    "pair": "Cu-Pd",
+    "lattice": "fcc",
+    "ordering": "ordered",
+    "fraction_B": 0.25,
+    "repeats": 2,
+    "ordering_seed": 0,
+}
+
+
+@pytest.fixture(scope="module")
+def task():
+    return labtwin.load_task("AlloyDesign-v0")
+
+
+def test_check_lab_passes() -> None:
+    assert "calibration" in check_lab("AlloyDesign-v0")
+
+
+def test_a_known_ordered_alloy_measures_as_the_reference_hull_says(task) -> None:
+    """L1_2 Cu3Pd in a 32-atom supercell: on the hull, formation energy as the 4-atom
+    reference cell (to 1e-4 eV/atom: both relaxed to 0.01 eV/Å), lattice constant between
+    Cu's and Pd's (Vegard, EMT: 3.59 and 3.88 Å), bulk modulus between theirs."""
+    (m,) = task.measure([CU3PD])
+    assert m.ok, m.reason
+    reference = next(w for w in witnesses(task.backend) if "Cu3Pd" in w[0])
+    assert m["lattice_constant_A"] == pytest.approx(reference[1], abs=2e-3)
+    assert m["e_above_hull_eV_atom"] == pytest.approx(0.0, abs=1e-4)
+    assert -0.04 < m["formation_energy_eV_atom"] < -0.02
+    assert 3.59 < m["lattice_constant_A"] < 3.88
+    assert 134 < m["bulk_modulus_GPa"] < 181
+    assert m["fraction_B"] == 0.25
+    assert m["volume_per_atom_A3"] == pytest.approx(m["lattice_constant_A"] ** 3 / 4, rel=1e-12)
+    assert all(v.uncertainty == 0 for v in m.observables.values())  # deterministic: no error bar
+    # cost: 32 atoms times (relaxation steps + 1 + 7 EOS points), in thousands
+    assert m.cost == pytest.approx(32 * (m.provenance["relax_steps"] + 8) / 1000)
+    assert m.artifacts["positions"].shape == (32, 3) and m.artifacts["cell"].shape == (3, 3)
+    assert sorted(set(m.artifacts["atomic_numbers"])) == [29, 46]
+    assert "asap3" in m.provenance["simulator"] and "asap3" in m.provenance["versions"]
+
+
+def test_every_witness_is_reachable_and_scores_a_success(task) -> None:
+    """Each campaign's target is built around a witness; the experiment that builds the
+    witness (its ordered cell, two repeats) scores at least the success threshold at the
+    target farthest from it."""
+    names = {"L1_2 A3B": ("fcc", 0.25), "L1_0 AB": ("fcc", 0.5), "L1_2 AB3": ("fcc", 0.75),
+             "B2 AB": ("bcc", 0.5)}  # fmt: skip
+    found = witnesses(task.backend)
+    assert len(found) >= 3
+    experiments, targets = [], []
+    for name, a in found:
+        pair, rest = name.split(" ", 1)
+        lattice, fraction = next(v for k, v in names.items() if rest.startswith(k))
+        experiments.append({**CU3PD, "pair": pair, "lattice": lattice, "fraction_B": fraction})
+        targets.append(a + 0.015)
+    for m, target in zip(task.measure(experiments), targets):
+        assert m.ok, m.reason
+        assert task.reward(m, {"target_lattice_constant_A": target}) >= SUCCESS_SCORE
+
+
+def test_pure_metals_and_unstable_alloys_score_nothing(task) -> None:
+    pure, unstable = task.measure(
+        [
+            {**CU3PD, "fraction_B": 0.0},  # pure Cu
+            {**CU3PD, "pair": "Cu-Ag", "ordering": "random", "fraction_B": 0.3},
+        ]
+    )
+    assert pure.ok and unstable.ok
+    assert pure["formation_energy_eV_atom"] == pytest.approx(0.0, abs=1e-6)
+    assert unstable["formation_energy_eV_atom"] > 0.01  # Cu-Ag demixes, in EMT as in nature
+    for m in (pure, unstable):
+        assert task.reward(m, {"target_lattice_constant_A": m["lattice_constant_A"]}) < 1e-3
+
+
+def test_score_formula() -> None:
+    assert alloy_score(0.0, -0.02, 3.70, 3.70) == pytest.approx(1.0)
+    assert alloy_score(0.005, -0.02, 3.70, 3.70) == pytest.approx(math.exp(-1))
+    assert alloy_score(0.0, -0.01, 3.70, 3.70) == pytest.approx(0.5)
+    assert alloy_score(0.0, -0.05, 3.74, 3.70) == pytest.approx(math.exp(-0.5))  # 0.02 outside
+    assert alloy_score(0.0, +0.05, 3.70, 3.70) == 0.0
+
+
+@pytest.mark.parametrize(
+    "bad, where",
+    [
+        ({**CU3PD, "fraction_B": 1.5}, "fraction_B"),
+        ({**CU3PD, "fraction_B": float("nan")}, "fraction_B"),
+        ({**CU3PD, "fraction_B": "a quarter"}, "fraction_B"),
+        ({**CU3PD, "pair": "Fe-Cr"}, "pair"),
+        ({**CU3PD, "lattice": "diamond"}, "lattice"),
+        ({**CU3PD, "repeats": 7}, "repeats"),
+        ({**CU3PD, "repeats": 2.5}, "repeats"),
+        ({**CU3PD, "ordering_seed": -1}, "ordering_seed"),
+        ({**CU3PD, "formation_energy_eV_atom": -5.0}, "formation_energy_eV_atom"),  # asserted
+        ({k: v for k, v in CU3PD.items() if k != "pair"}, "pair"),
+        ("Cu3Pd please", "JSON"),
+    ],
+)
+def test_hostile_input_is_invalid_with_a_reason(task, bad, where) -> None:
+    (m,) = task.measure([bad])
+    assert m.status == "invalid" and where in m.reason and len(m.reason) < 500
+
+
+def test_a_relaxation_that_does_not_converge_is_failed_with_the_reason() -> None:
+    task = labtwin.load_task("AlloyDesign-v0", max_relax_steps=3)
+    (m,) = task.measure([{**CU3PD, "ordering": "random"}])
+    assert m.status == "failed" and "did not converge in 3 steps" in m.reason
+    assert m.cost > 0  # the steps it took are paid
+    env = labtwin.make("AlloyDesign-v0", max_relax_steps=3)
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step({**CU3PD, "ordering": "random"})
+    assert info["status"] == "failed" and reward == 0.0
+
+
+def test_same_seed_same_results_and_the_measurement_is_deterministic(task) -> None:
+    first = task.measure([CU3PD, {**CU3PD, "ordering": "random", "ordering_seed": 7}], seed=1)
+    again = task.measure([CU3PD, {**CU3PD, "ordering": "random", "ordering_seed": 7}], seed=2)
+    for a, b in zip(first, again):  # no noise: another seed reads the same
+        assert a.observables == b.observables
+    other = task.measure([{**CU3PD, "ordering": "random", "ordering_seed": 8}])[0]
+    assert other.observables != again[1].observables  # the ordering seed picks the ordering
+    c1 = task.sample_conditions(np.random.default_rng(3))
+    assert c1 == task.sample_conditions(np.random.default_rng(3))
+
+
+def test_impossible_variant_is_out_of_reach() -> None:
+    """No offered alloy reaches 4.6 Å: the largest relaxed element (Ag) is 4.06 Å and the
+    40 random experiments here stay below 4.1 Å, so every score is below 1e-100."""
+    task = labtwin.load_task("AlloyDesign-v0", impossible=True)
+    conditions = task.sample_conditions(np.random.default_rng(0))
+    assert abs(conditions["target_lattice_constant_A"] - IMPOSSIBLE_TARGET_A) <= 0.015
+    rng = np.random.default_rng(1)
+    measured = task.measure([task.random_experiment(rng) for _ in range(40)])
+    ok = [m for m in measured if m.ok]
+    assert len(ok) >= 35
+    assert max(m["lattice_constant_A"] for m in ok) < 4.1
+    assert max(task.reward(m, conditions) for m in ok) < 1e-100
+
+
+@pytest.mark.parametrize("agent", ["random", "cmaes", "bo"])
+def test_baselines_run_through_the_numeric_view(agent, tmp_path) -> None:
+    summaries, _ = run_campaigns(
+        "AlloyDesign-v0", agent, n_campaigns=2, run_dir=tmp_path / agent, progress=False,
+        budget=4,
+    )  # fmt: skip
+    assert len(summaries) == 2
+    assert all(s.experiments == 4 and 0.0 <= s.best_score <= 1.0 for s in summaries)
