@@ -1,0 +1,301 @@
+"""Molecules per second through the molecule engine: 1 worker, 2 workers, and the cache.
+
+    python bench/molecules.py [--rounds 3] [--molecules 32]
+    python bench/molecules.py --molecules 4 --rounds 1   # a smoke run
+
+Three stages of the measurement pipeline of :class:`~labtwin.simulators.chem.MoleculeEngine`,
+on :data:`DRUGS` (real drugs, 17-76 atoms with hydrogens):
+
+- ``descriptors`` — the engine's ``"descriptors"`` kind (RDKit descriptors, QED, SA
+  score, structural alerts);
+- ``conformers`` — ETKDGv3 + MMFF94 ensembles alone: the engine run with
+  :func:`conformers_job` as its job function (the engine has no conformer-only kind; this
+  is its extension point, and the results are labelled kind ``"xtb"``, a label only);
+- ``xtb`` — the engine's ``"xtb"`` kind: descriptors, the conformer ensemble and a GFN2-xTB
+  single point on its lowest conformer (the xTB step's own cost is this stage's time minus
+  the other two).
+
+Each is measured three ways: **serial**, an engine with one worker process (the engine
+has no in-process mode: every measurement runs in a worker); **parallel**, an engine with
+two worker processes; **cached**, the serial engine asked for the same molecules again,
+every one a cache hit. Workers are started (and timed) before the rounds; each recompute
+round clears the cache first, and serial and parallel rounds alternate so that a drift of
+the machine's speed reaches both. Prints min/median/max molecules per second over the
+rounds, the parallel/serial and recompute/cached ratios against the aims (1.8x on two
+processes, 1000x for a cache hit), the cores the workers had (their CPU-seconds, from
+``/proc``, per wall-second of a round: on a shared machine, what the speed-up could be), and
+the caller's screening cost (parse, canonicalise, check: paid on every call, hit or miss).
+
+Checked: every molecule is measured ``ok``; every parallel, cached and repeated round equals
+the first serial round exactly (``MoleculeResult`` equality: every value bit for bit); a
+cached round computes nothing (``engine.computed`` does not move).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from labtwin.simulators.chem import MoleculeEngine, MoleculeResult
+from labtwin.simulators.chem.engine import Job, measure_job
+
+#: (name, SMILES) of the drugs measured; neutral parent molecules, one fragment each
+DRUGS: tuple[tuple[str, str], ...] = (
+    ("aspirin", "CC(=O)Oc1ccccc1C(=O)O"),
+    ("ibuprofen", "CC(C)Cc1ccc(cc1)C(C)C(=O)O"),
+    ("paracetamol", "CC(=O)Nc1ccc(O)cc1"),
+    ("caffeine", "Cn1cnc2c1c(=O)n(C)c(=O)n2C"),
+    ("naproxen", "COc1ccc2cc(ccc2c1)C(C)C(=O)O"),
+    ("diclofenac", "OC(=O)Cc1ccccc1Nc1c(Cl)cccc1Cl"),
+    ("metformin", "CN(C)C(=N)NC(=N)N"),
+    ("nicotine", "CN1CCC[C@H]1c1cccnc1"),
+    ("diazepam", "CN1C(=O)CN=C(c2ccccc2)c2cc(Cl)ccc21"),
+    ("fluoxetine", "CNCCC(Oc1ccc(cc1)C(F)(F)F)c1ccccc1"),
+    ("sertraline", "CN[C@H]1CC[C@@H](c2ccc(Cl)c(Cl)c2)c2ccccc21"),
+    ("lidocaine", "CCN(CC)CC(=O)Nc1c(C)cccc1C"),
+    ("procaine", "CCN(CC)CCOC(=O)c1ccc(N)cc1"),
+    ("sulfanilamide", "Nc1ccc(cc1)S(N)(=O)=O"),
+    ("sulfamethoxazole", "Cc1cc(NS(=O)(=O)c2ccc(N)cc2)no1"),
+    ("trimethoprim", "COc1cc(Cc2cnc(N)nc2N)cc(OC)c1OC"),
+    ("metronidazole", "Cc1ncc([N+](=O)[O-])n1CCO"),
+    ("isoniazid", "NNC(=O)c1ccncc1"),
+    ("phenobarbital", "CCC1(c2ccccc2)C(=O)NC(=O)NC1=O"),
+    ("carbamazepine", "NC(=O)N1c2ccccc2C=Cc2ccccc21"),
+    ("warfarin", "CC(=O)CC(c1ccccc1)c1c(O)c2ccccc2oc1=O"),
+    ("propranolol", "CC(C)NCC(O)COc1cccc2ccccc12"),
+    ("omeprazole", "COc1ccc2[nH]c(nc2c1)S(=O)Cc1ncc(C)c(OC)c1C"),
+    ("indomethacin", "COc1ccc2n(C(=O)c3ccc(Cl)cc3)c(C)c(CC(=O)O)c2c1"),
+    ("celecoxib", "Cc1ccc(cc1)-c1cc(nn1-c1ccc(cc1)S(N)(=O)=O)C(F)(F)F"),
+    ("loratadine", "CCOC(=O)N1CCC(=C2c3ccc(Cl)cc3CCc3cccnc32)CC1"),
+    ("haloperidol", "OC1(CCN(CCCC(=O)c2ccc(F)cc2)CC1)c1ccc(Cl)cc1"),
+    ("amlodipine", "CCOC(=O)C1=C(COCCN)NC(C)=C(C1c1ccccc1Cl)C(=O)OC"),
+    ("acyclovir", "Nc1nc2n(COCCO)cnc2c(=O)[nH]1"),
+    ("ciprofloxacin", "OC(=O)c1cn(C2CC2)c2cc(N3CCNCC3)c(F)cc2c1=O"),
+    ("morphine", "CN1CC[C@]23c4c5ccc(O)c4O[C@H]2[C@@H](O)C=C[C@H]3[C@H]1C5"),
+    (
+        "atorvastatin",
+        "CC(C)c1c(C(=O)Nc2ccccc2)c(-c2ccccc2)c(-c2ccc(F)cc2)n1CC[C@@H](O)C[C@@H](O)CC(=O)O",
+    ),
+)
+#: molecules outside DRUGS that start each engine's workers before the timed rounds
+WARM_UP = ["CCO", "CCCO"]
+PARALLEL_AIM, CACHE_AIM = 1.8, 1000.0
+
+
+def conformers_job(job: Job) -> MoleculeResult:
+    """The ETKDG/MMFF94 stage alone (in a worker): ``mmff_energy_min``,
+    ``conformer_strain`` and ``conformer_spread`` of the molecule's ensemble."""
+    from rdkit import Chem
+
+    from labtwin.simulators.chem.conformers import conformer_ensemble
+
+    mol = Chem.MolFromSmiles(job.canonical)
+    ensemble = conformer_ensemble(mol, job.settings.conformers)
+    return MoleculeResult(
+        "ok",
+        canonical=job.canonical,
+        kind=job.kind,
+        values=ensemble.summary(),
+        n_atoms=len(ensemble.atomic_numbers),
+    )
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of the pipeline: the engine's kind and the job function its workers run."""
+
+    name: str
+    kind: str
+    job_function: Callable[[Job], MoleculeResult]
+
+
+STAGES = (
+    Stage("descriptors", "descriptors", measure_job),
+    Stage("conformers", "xtb", conformers_job),
+    Stage("xtb", "xtb", measure_job),
+)
+
+
+@dataclass
+class StageTimes:
+    """Seconds per round of each way, the workers' CPU-seconds in each recompute round,
+    and each engine's worker start-up (s)."""
+
+    serial: list[float]
+    parallel: list[float]
+    cached: list[float]
+    startup_serial: float
+    startup_parallel: float
+    serial_cpu: list[float] = field(default_factory=list)
+    parallel_cpu: list[float] = field(default_factory=list)
+    #: seconds of the caller's screening of every SMILES, right after each cached round
+    screening: list[float] = field(default_factory=list)
+
+
+def check(condition: bool, message: str) -> None:
+    """Stop the benchmark: its figures would compare different results (not an
+    ``assert``, which ``python -O`` drops)."""
+    if not condition:
+        raise RuntimeError(message)
+
+
+def timed(engine: MoleculeEngine, smiles: list[str], kind: str) -> tuple[float, list]:
+    start = time.perf_counter()
+    results = engine.measure(smiles, kind)
+    return time.perf_counter() - start, results
+
+
+def worker_cpu_s(engine: MoleculeEngine) -> tuple[tuple[int, ...], float]:
+    """The engine's idle worker pids and their CPU-seconds so far (user + system, from
+    ``/proc``; NaN where there is no ``/proc``)."""
+    pids = tuple(sorted(engine.pool.worker_pids()))
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return pids, float("nan")
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return pids, total
+
+
+def start_workers(engine: MoleculeEngine, kind: str) -> float:
+    """Seconds to start the engine's workers: one warm-up molecule per worker."""
+    seconds, results = timed(engine, WARM_UP[: engine.pool.n_workers], kind)
+    check(all(r.ok for r in results), f"warm-up failed: {[r.reason for r in results]}")
+    engine.clear_cache()
+    return seconds
+
+
+def run_stage(stage: Stage, smiles: list[str], rounds: int) -> StageTimes:
+    """Time one stage serial, parallel and cached; check every result against serial's."""
+    serial = MoleculeEngine(n_workers=1, job_function=stage.job_function)
+    parallel = MoleculeEngine(n_workers=2, job_function=stage.job_function)
+    try:
+        times = StageTimes([], [], [], start_workers(serial, stage.kind), 0.0)
+        times.startup_parallel = start_workers(parallel, stage.kind)
+        reference = None
+        ways = [
+            (serial, times.serial, times.serial_cpu),
+            (parallel, times.parallel, times.parallel_cpu),
+        ]
+        for _ in range(rounds):
+            for engine, seconds, cpu in ways:
+                engine.clear_cache()
+                pids, cpu_before = worker_cpu_s(engine)
+                elapsed, results = timed(engine, smiles, stage.kind)
+                pids_after, cpu_after = worker_cpu_s(engine)
+                seconds.append(elapsed)
+                same = pids == pids_after  # a replaced worker's CPU time is lost
+                cpu.append(cpu_after - cpu_before if same else float("nan"))
+                if reference is None:
+                    failed = [f"{r.smiles}: {r.reason}" for r in results if not r.ok]
+                    check(not failed, f"{stage.name}: not measured: {failed}")
+                    reference = results
+                check(
+                    results == reference,
+                    f"{stage.name}: {engine.pool.n_workers} worker(s) measured other values "
+                    "than the first serial round",
+                )
+            computed = serial.computed
+            elapsed, results = timed(serial, smiles, stage.kind)
+            times.cached.append(elapsed)
+            check(serial.computed == computed, f"{stage.name}: a cached round computed")
+            check(results == reference, f"{stage.name}: cached results differ from computed")
+            start = time.perf_counter()
+            for s in smiles:
+                serial.screen(s)
+            times.screening.append(time.perf_counter() - start)
+        return times
+    finally:
+        serial.close()
+        parallel.close()
+
+
+def rate(n: int, seconds: list[float]) -> str:
+    """Molecules/s as ``median (min-max)`` over rounds."""
+    rates = sorted(n / s for s in seconds)
+    return f"{statistics.median(rates):,.1f} ({rates[0]:,.1f}-{rates[-1]:,.1f})"
+
+
+def cores(cpu_s: list[float], wall_s: list[float]) -> str:
+    """Median over rounds of the workers' CPU-seconds per wall-second: how many cores the
+    workers had (2 workers on an idle 2-core machine: about 2)."""
+    return f"{statistics.median(c / w for c, w in zip(cpu_s, wall_s)):.2f}"
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "NOT met"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds of each way")
+    parser.add_argument(
+        "--molecules", type=int, default=len(DRUGS), help="the first N molecules of DRUGS"
+    )
+    args = parser.parse_args()
+    smiles = [s for _, s in DRUGS[: args.molecules]]
+    n = len(smiles)
+    load_before = os.getloadavg()
+    start = time.perf_counter()
+    results = {stage.name: run_stage(stage, smiles, args.rounds) for stage in STAGES}
+    total = time.perf_counter() - start
+    load_after = os.getloadavg()
+
+    print(
+        f"{n} drugs, {args.rounds} rounds, {total:.0f} s in all; load average (1, 5, 15 min) "
+        f"{', '.join(f'{x:.2f}' for x in load_before)} before, "
+        f"{', '.join(f'{x:.2f}' for x in load_after)} after, on {os.cpu_count()} cores"
+    )
+    print()
+    print(
+        "| stage | serial, 1 worker (mol/s) | parallel, 2 workers (mol/s) | cached (mol/s) "
+        "| parallel / serial | recompute / cached | cores used, 1 / 2 workers "
+        "| worker start-up, 1 / 2 (s) |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, t in results.items():
+        serial_s = statistics.median(t.serial)
+        speed_up = serial_s / statistics.median(t.parallel)
+        cache_gain = serial_s / statistics.median(t.cached)
+        print(
+            f"| {name} | {rate(n, t.serial)} | {rate(n, t.parallel)} | {rate(n, t.cached)} "
+            f"| {speed_up:.2f}x | {cache_gain:,.0f}x "
+            f"| {cores(t.serial_cpu, t.serial)} / {cores(t.parallel_cpu, t.parallel)} "
+            f"| {t.startup_serial:.2f} / {t.startup_parallel:.2f} |"
+        )
+    print()
+    wall = {name: statistics.median(t.serial) / n for name, t in results.items()}
+    cpu = {name: statistics.median(t.serial_cpu) / n for name, t in results.items()}
+    xtb_only = cpu["xtb"] - cpu["conformers"] - cpu["descriptors"]
+    print(
+        "Serial, per molecule, wall / worker CPU: "
+        + ", ".join(f"{name} {wall[name]:.4f} / {cpu[name]:.4f} s" for name in wall)
+        + f"; the GFN2-xTB single point alone about {xtb_only:.3f} CPU-s (xtb minus the"
+        " other two)."
+    )
+    for name, t in results.items():
+        pairs = sorted(s / p for s, p in zip(t.serial, t.parallel))
+        speed_up = statistics.median(t.serial) / statistics.median(t.parallel)
+        cache_gain = statistics.median(t.serial) / statistics.median(t.cached)
+        print(
+            f"- {name}: parallel/serial {speed_up:.2f}x (round pairs {pairs[0]:.2f}-"
+            f"{pairs[-1]:.2f}x; aim {PARALLEL_AIM}x: {verdict(speed_up >= PARALLEL_AIM)}), "
+            f"recompute/cached {cache_gain:,.0f}x (aim {CACHE_AIM:,.0f}x: "
+            f"{verdict(cache_gain >= CACHE_AIM)}); worker CPU per molecule "
+            f"{statistics.median(t.serial_cpu) / n * 1e3:.1f} ms on 1 worker, "
+            f"{statistics.median(t.parallel_cpu) / n * 1e3:.1f} ms on 2; a cache hit "
+            f"{statistics.median(t.cached) / n * 1e3:.2f} ms, screening alone (parse, "
+            f"canonicalise, check) {statistics.median(t.screening) / n * 1e3:.2f} ms"
+        )
+    print("Parallel, cached and repeated rounds equal the first serial round exactly.")
+
+
+if __name__ == "__main__":
+    main()
