@@ -24,6 +24,7 @@ HOT_DENSITY = (0.9075, 0.0041)
 KINETIC_OFFSET = 0.0035
 
 
+@pytest.mark.slow  # about a minute: OpenMM water experiments take 8-11 s each
 def test_water_hottest_state_is_equilibrated_and_grossly_calibrated() -> None:
     """370 K and 1 bar with the shortest run: the largest density fluctuations of the knob
     box and the state v1 could not equilibrate (its thermostat lagged by tens of K). Six
