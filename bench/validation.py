@@ -121,7 +121,8 @@ and the criterion is {RATIO_BAND[0]}-{RATIO_BAND[1]}. **deviation** is the mean 
 reference (analytic kinetics, a second engine, the thermostat's set point), in standard
 errors of the mean in brackets; the criterion is {MEAN_SEMS:g} SEM plus the reference's
 stated error. The same checks run as tests (`tests/tasks/test_calibration_*.py`, the full
-tables in the slow suite).
+tables in the slow suite; for WaterDensity-v2, whose table takes 35 minutes, the slow suite
+checks its first point).
 
 Time per lab: PLACEHOLDER.
 """
