@@ -192,6 +192,14 @@ class WorkerPool:
 
     # ---- the worker process ----------------------------------------------------------------
 
+    @property
+    def pid(self) -> int | None:
+        """Process id of this pool's live worker (None before the first call or after one
+        was killed)."""
+        process = self._process
+        alive = process is not None and process.exitcode is None and self._owner_pid == os.getpid()
+        return process.pid if alive else None
+
     def _worker(
         self,
     ) -> tuple[multiprocessing.connection.Connection, multiprocessing.process.BaseProcess]:

@@ -9,7 +9,6 @@ the parent's ``sys.path``).
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import pickle
 import resource
@@ -75,24 +74,11 @@ class UnpicklableReactor(BatchReactor):
         self.lock = threading.Lock()  # a lock does not pickle
 
 
-def simulator_workers() -> set[int]:
-    return {p.pid for p in multiprocessing.active_children() if p.name == "labtwin-simulator"}
-
-
-_OTHERS: set[int] = set()
-
-
-@pytest.fixture(autouse=True)
-def _other_labs_workers():
-    """Workers that other labs' pools keep alive in this process (the combustion lab keeps
-    its pool for reuse) are not this file's: each test counts only workers it started."""
-    _OTHERS.clear()
-    _OTHERS.update(simulator_workers())
-    yield
-
-
 def worker_pids() -> set[int]:
-    return simulator_workers() - _OTHERS
+    """The live worker of the pool that isolated labs share (other pools, such as the
+    combustion lab's, keep workers of their own that are not counted)."""
+    pid = default_pool().pid
+    return set() if pid is None else {pid}
 
 
 def test_every_builtin_lab_pickles(task_id: str) -> None:
