@@ -146,7 +146,9 @@ def read_structure(artifacts: Mapping[str, np.ndarray]) -> Structure:
     if positions.ndim == 2:
         positions = positions[None]
     if positions.ndim != 3 or positions.shape[1:] != (numbers.shape[0], 3):
-        raise ValueError(f"positions of shape {positions.shape} do not fit {numbers.shape[0]} atoms")
+        raise ValueError(
+            f"positions of shape {positions.shape} do not fit {numbers.shape[0]} atoms"
+        )
     cell = artifacts.get(CELL)
     if cell is not None:
         cell = np.asarray(cell, dtype=np.float64)
