@@ -93,7 +93,7 @@ def test_the_reference_engine_sums_what_openmm_integrates() -> None:
     assert virial == pytest.approx(float(warp_virial[0]), rel=1e-5)
 
 
-@pytest.mark.slow
+@pytest.mark.validation  # 17 minutes on 2 cores: outside CI (docs/validation.md)
 def test_every_calibration_point_against_openmm() -> None:
     """64 seeds at each of the lab's points (about 6 minutes on one core, with the OpenMM
     references): every observable's spread / mean error bar in [0.8, 1.25], every mean

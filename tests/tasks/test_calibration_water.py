@@ -60,7 +60,7 @@ def test_water_calibration_points_span_the_knob_box() -> None:
     assert runs[:, 2].min() == 0.25 and runs[:, 2].max() == 1.0
 
 
-@pytest.mark.slow
+@pytest.mark.validation  # 10 minutes on 2 cores: outside CI (docs/validation.md)
 def test_water_lab_is_calibrated_at_its_shortest_run() -> None:
     """The calibration of the cold point with the shortest run (64 seeds, about 10 minutes
     on 2 cores), against 4 x 20 ps OpenMM runs of the same box (density, potential energy)
