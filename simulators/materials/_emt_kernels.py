@@ -19,6 +19,8 @@ itself, found by looping over every periodic image within the cutoff (cells smal
 twice the cutoff see several images of one atom, and of themselves). Each thread writes only
 its own atom, and rows come out in a fixed order (neighbour index, then image), so results do
 not depend on the batch. Per-system sums are taken in float64 by one thread per system.
+Cells marked inactive (``active[s] == 0``: converged cells of a relaxation) are skipped and
+keep their last results.
 
 The relaxation kernels map generalised coordinates (per system: its atoms' positions in the
 reference frame of the cell, then three rows of ``cell_factor`` times the deformation D, with
@@ -52,25 +54,74 @@ def make_kernels(scalar: type) -> SimpleNamespace:
     beta = scalar(BETA)
 
     @wp.kernel(enable_backward=False, module=module)
+    def check_lists(
+        x: wp.array(dtype=vec3),
+        sys_start: wp.array(dtype=wp.int32),
+        active: wp.array(dtype=wp.int32),
+        cell: wp.array(dtype=mat33),
+        x_ref: wp.array(dtype=vec3),
+        cell_ref: wp.array(dtype=mat33),
+        cut: wp.array2d(dtype=scalar),
+        skin: scalar,
+        rebuild: wp.array(dtype=wp.int32),
+    ):
+        # With cell = cell_ref M and y_i = x_i M^-1, a pair's separation is (d_ref + dy) M,
+        # |dy| <= 2 max |y_i - x_ref_i| and |v M| >= (1 - |M - I|_F) |v|; so no pair left
+        # out of lists built to rc_list + skin can be inside rc_list while
+        # (1 - |M - I|_F) (rc_list + skin - 2 max |y - x_ref|) > rc_list.
+        s = wp.tid()
+        if active[s] == 0:
+            return
+        if rebuild[s] != 0:
+            return
+        m = wp.inverse(cell_ref[s]) * cell[s]
+        m_inv = wp.inverse(m)
+        strain = scalar(0.0)
+        for a in range(3):
+            for b in range(3):
+                e = m[a, b]
+                if a == b:
+                    e = e - scalar(1.0)
+                strain += e * e
+        moved = scalar(0.0)
+        for i in range(sys_start[s], sys_start[s + 1]):
+            dy = x[i] * m_inv - x_ref[i]
+            moved = wp.max(moved, wp.dot(dy, dy))
+        r_list = cut[s, C_RLIST]
+        margin = (scalar(1.0) - wp.sqrt(strain)) * (r_list + skin - scalar(2.0) * wp.sqrt(moved))
+        if not (margin > r_list):
+            rebuild[s] = 1
+
+    @wp.kernel(enable_backward=False, module=module)
     def neighbours(
         x: wp.array(dtype=vec3),
         atom_sys: wp.array(dtype=wp.int32),
+        active: wp.array(dtype=wp.int32),
         sys_start: wp.array(dtype=wp.int32),
         cell: wp.array(dtype=mat33),
         cut: wp.array2d(dtype=scalar),
+        skin: scalar,
+        rebuild: wp.array(dtype=wp.int32),
+        x_ref: wp.array(dtype=vec3),
+        cell_ref: wp.array(dtype=mat33),
         nbr: wp.array2d(dtype=wp.int32),
-        nbr_d: wp.array2d(dtype=vec3),
+        nbr_shift: wp.array2d(dtype=wp.vec3i),
         nbr_count: wp.array(dtype=wp.int32),
         overflow: wp.array(dtype=wp.int32),
     ):
-        # every image j + n (n integer shifts of the cell rows) with |d| < rc_list; the
-        # fractional separation is first reduced to [-1/2, 1/2], after which |n_k| <=
-        # 1/2 + rc_list |b_k| (b_k the reciprocal columns of the cell: 1 / plane spacing)
+        # every image j + n h (n integer) with |d| < rc_list + skin, rows ordered by (j, n).
+        # The fractional separation is first reduced to [-1/2, 1/2] (by m), after which
+        # |n_k + m_k| <= 1/2 + r |b_k| (b_k the reciprocal columns: 1 / plane spacing); along
+        # the third axis only the shifts between the roots of |p + c h_2|^2 = r^2 are tried.
         i = wp.tid()
         s = atom_sys[i]
+        if active[s] == 0:
+            return
+        if rebuild[s] == 0:
+            return
         h = cell[s]
         hinv = wp.inverse(h)
-        r_list = cut[s, C_RLIST]
+        r_list = cut[s, C_RLIST] + skin
         r2max = r_list * r_list
         n_img = wp.vec3i(0, 0, 0)
         for k in range(3):
@@ -78,23 +129,36 @@ def make_kernels(scalar: type) -> SimpleNamespace:
                 hinv[0, k] * hinv[0, k] + hinv[1, k] * hinv[1, k] + hinv[2, k] * hinv[2, k]
             )
             n_img[k] = int(wp.floor(r_list * bk + scalar(0.5) + scalar(1e-6)))
+        h2 = h[2]
+        h2h2 = wp.dot(h2, h2)
         capacity = nbr.shape[1]
         n = int(0)  # noqa: UP018 - Warp needs int() for a variable mutated in loops
         xi = x[i]
+        x_ref[i] = xi
+        if i == sys_start[s]:
+            cell_ref[s] = h
         for j in range(sys_start[s], sys_start[s + 1]):
             fr = (x[j] - xi) * hinv
-            fr = vec3(fr[0] - wp.round(fr[0]), fr[1] - wp.round(fr[1]), fr[2] - wp.round(fr[2]))
-            d0 = fr * h
+            m = wp.vec3i(int(wp.round(fr[0])), int(wp.round(fr[1])), int(wp.round(fr[2])))
+            d0 = x[j] - xi - (scalar(m[0]) * h[0] + scalar(m[1]) * h[1] + scalar(m[2]) * h[2])
             for a in range(-n_img[0], n_img[0] + 1):
                 for b in range(-n_img[1], n_img[1] + 1):
-                    for c in range(-n_img[2], n_img[2] + 1):
+                    p = d0 + scalar(a) * h[0] + scalar(b) * h[1]
+                    pb = wp.dot(p, h2)
+                    disc = pb * pb - h2h2 * (wp.dot(p, p) - r2max)
+                    if disc < scalar(0.0):
+                        continue
+                    root = wp.sqrt(disc)
+                    c_lo = wp.max(int(wp.floor((-pb - root) / h2h2)), -n_img[2])
+                    c_hi = wp.min(int(wp.ceil((-pb + root) / h2h2)), n_img[2])
+                    for c in range(c_lo, c_hi + 1):
                         if j == i and a == 0 and b == 0 and c == 0:
                             continue
-                        d = d0 + scalar(a) * h[0] + scalar(b) * h[1] + scalar(c) * h[2]
+                        d = p + scalar(c) * h2
                         if wp.dot(d, d) < r2max:
                             if n < capacity:
                                 nbr[i, n] = j
-                                nbr_d[i, n] = d
+                                nbr_shift[i, n] = wp.vec3i(a - m[0], b - m[1], c - m[2])
                             n += 1
         if n > capacity:
             wp.atomic_max(overflow, 0, n)
@@ -102,47 +166,78 @@ def make_kernels(scalar: type) -> SimpleNamespace:
         nbr_count[i] = n
 
     @wp.func
-    def cutoff_w(r: scalar, rc: scalar, acut: scalar) -> scalar:
-        return scalar(1.0) / (scalar(1.0) + wp.exp(acut * (r - rc)))
+    def separation(x: wp.array(dtype=vec3), i: int, j: int, shift: wp.vec3i, h: mat33) -> vec3:
+        return (
+            x[j]
+            - x[i]
+            + (scalar(shift[0]) * h[0] + scalar(shift[1]) * h[1] + scalar(shift[2]) * h[2])
+        )
 
     @wp.kernel(enable_backward=False, module=module)
     def density(
+        x: wp.array(dtype=vec3),
         atom_sys: wp.array(dtype=wp.int32),
+        active: wp.array(dtype=wp.int32),
+        cell: wp.array(dtype=mat33),
         cut: wp.array2d(dtype=scalar),
         par: wp.array2d(dtype=scalar),
         nbr: wp.array2d(dtype=wp.int32),
-        nbr_d: wp.array2d(dtype=vec3),
+        nbr_shift: wp.array2d(dtype=wp.vec3i),
         nbr_count: wp.array(dtype=wp.int32),
         atom_energy: wp.array(dtype=scalar),
         deds: wp.array(dtype=scalar),
+        pair_self: wp.array2d(dtype=scalar),
+        pair_other: wp.array2d(dtype=scalar),
+        pair_direct: wp.array2d(dtype=scalar),
     ):
-        # sigma1, the cohesive and atomic-sphere energies of atom i, and dE_i/dsigma1_i
+        # sigma1, the cohesive and atomic-sphere energies of atom i and dE_i/dsigma1_i; for
+        # each pair within rc_list, the pieces of dE/dr / r that ``forces`` combines with
+        # dE/dsigma1 of both atoms: d sigma1_i/dr / r, d sigma1_j/dr / r and the pair term's
         i = wp.tid()
         s = atom_sys[i]
+        if active[s] == 0:
+            return
+        h = cell[s]
         rc = cut[s, C_RC]
         acut = cut[s, C_ACUT]
+        r2max = cut[s, C_RLIST] * cut[s, C_RLIST]
         e0 = par[i, P_E0]
         n0 = par[i, P_N0]
         s0 = par[i, P_S0]
+        eta2 = par[i, P_ETA2]
         kappa = par[i, P_KAPPA]
         half_c = par[i, P_NEGHALFV0OVERGAMMA2]
         sigma1 = scalar(0.0)
         pair = scalar(0.0)
+        found = int(0)  # noqa: UP018 - Warp needs int() for a variable mutated in loops
         for k in range(nbr_count[i]):
             j = nbr[i, k]
-            r = wp.length(nbr_d[i, k])
-            w = cutoff_w(r, rc, acut)
+            d = separation(x, i, j, nbr_shift[i, k], h)
+            r2 = wp.dot(d, d)
+            if r2 >= r2max:
+                continue
+            found += 1
+            r = wp.sqrt(r2)
+            w = scalar(1.0) / (scalar(1.0) + wp.exp(acut * (r - rc)))
+            dwdr_w = acut * (w - scalar(1.0))
             chi = par[j, P_N0] / n0
-            sigma1 += wp.exp(-par[j, P_ETA2] * (r - beta * par[j, P_S0])) * chi * w
-            es = half_c * wp.exp(-par[j, P_KAPPA] * (r / beta - par[j, P_S0])) * chi * w
+            eta2_j = par[j, P_ETA2]
+            kappa_j = par[j, P_KAPPA]
+            s0_j = par[j, P_S0]
+            dsig1s = wp.exp(-eta2_j * (r - beta * s0_j)) * chi * w
+            dsig1o = wp.exp(-eta2 * (r - beta * s0)) / chi * w
+            es = half_c * wp.exp(-kappa_j * (r / beta - s0_j)) * chi * w
             eo = par[j, P_NEGHALFV0OVERGAMMA2] * wp.exp(-kappa * (r / beta - s0)) / chi * w
+            sigma1 += dsig1s
             pair += es + eo
-        if nbr_count[i] == 0:
+            pair_self[i, k] = dsig1s * (dwdr_w - eta2_j) / r
+            pair_other[i, k] = dsig1o * (dwdr_w - eta2) / r
+            pair_direct[i, k] = (es * (dwdr_w - kappa_j / beta) + eo * (dwdr_w - kappa / beta)) / r
+        if found == 0:
             # an isolated atom: no density, cohesive energy 0 (E = -E0), as ASE
             atom_energy[i] = -e0
             deds[i] = scalar(0.0)
             return
-        eta2 = par[i, P_ETA2]
         lam = par[i, P_LAMBDA]
         ds = -wp.log(sigma1 * par[i, P_INV12GAMMA1]) / (beta * eta2)
         lds = lam * ds
@@ -155,47 +250,38 @@ def make_kernels(scalar: type) -> SimpleNamespace:
 
     @wp.kernel(enable_backward=False, module=module)
     def forces(
+        x: wp.array(dtype=vec3),
         atom_sys: wp.array(dtype=wp.int32),
+        active: wp.array(dtype=wp.int32),
+        cell: wp.array(dtype=mat33),
         cut: wp.array2d(dtype=scalar),
-        par: wp.array2d(dtype=scalar),
         nbr: wp.array2d(dtype=wp.int32),
-        nbr_d: wp.array2d(dtype=vec3),
+        nbr_shift: wp.array2d(dtype=wp.vec3i),
         nbr_count: wp.array(dtype=wp.int32),
         deds: wp.array(dtype=scalar),
+        pair_self: wp.array2d(dtype=scalar),
+        pair_other: wp.array2d(dtype=scalar),
+        pair_direct: wp.array2d(dtype=scalar),
         f: wp.array(dtype=vec3),
         atom_virial: wp.array(dtype=mat33),
     ):
-        # F_i = sum_j (dE/dr / r) d over both atoms' density and pair terms; the virial row
-        # keeps half of each pair's d (dE/dr / r) d^T (the other half is the partner's)
+        # F_i = sum_j (dE/dr / r) d over both atoms' density terms and the pair term; the
+        # virial row keeps half of each pair's d (dE/dr / r) d^T (the other half is j's)
         i = wp.tid()
         s = atom_sys[i]
-        rc = cut[s, C_RC]
-        acut = cut[s, C_ACUT]
-        n0 = par[i, P_N0]
-        s0 = par[i, P_S0]
-        eta2 = par[i, P_ETA2]
-        kappa = par[i, P_KAPPA]
-        half_c = par[i, P_NEGHALFV0OVERGAMMA2]
+        if active[s] == 0:
+            return
+        h = cell[s]
+        r2max = cut[s, C_RLIST] * cut[s, C_RLIST]
         dedsi = deds[i]
         fi = vec3(scalar(0.0), scalar(0.0), scalar(0.0))
         vir = mat33()
         for k in range(nbr_count[i]):
             j = nbr[i, k]
-            d = nbr_d[i, k]
-            r = wp.length(d)
-            w = cutoff_w(r, rc, acut)
-            dwdr_w = acut * (w - scalar(1.0))
-            chi = par[j, P_N0] / n0
-            eta2_j = par[j, P_ETA2]
-            kappa_j = par[j, P_KAPPA]
-            s0_j = par[j, P_S0]
-            dsig1s = wp.exp(-eta2_j * (r - beta * s0_j)) * chi * w
-            dsig1o = wp.exp(-eta2 * (r - beta * s0)) / chi * w
-            de_density = dedsi * dsig1s * (dwdr_w - eta2_j) + deds[j] * dsig1o * (dwdr_w - eta2)
-            es = half_c * wp.exp(-kappa_j * (r / beta - s0_j)) * chi * w
-            eo = par[j, P_NEGHALFV0OVERGAMMA2] * wp.exp(-kappa * (r / beta - s0)) / chi * w
-            de_pair = es * (dwdr_w - kappa_j / beta) + eo * (dwdr_w - kappa / beta)
-            g = (de_density + de_pair) / r
+            d = separation(x, i, j, nbr_shift[i, k], h)
+            if wp.dot(d, d) >= r2max:
+                continue
+            g = dedsi * pair_self[i, k] + deds[j] * pair_other[i, k] + pair_direct[i, k]
             fi = fi + g * d
             vir = vir + (scalar(0.5) * g) * wp.outer(d, d)
         f[i] = fi
@@ -206,12 +292,15 @@ def make_kernels(scalar: type) -> SimpleNamespace:
         atom_energy: wp.array(dtype=scalar),
         atom_virial: wp.array(dtype=mat33),
         sys_start: wp.array(dtype=wp.int32),
+        active: wp.array(dtype=wp.int32),
         energy: wp.array(dtype=wp.float64),
         virial: wp.array(dtype=wp.mat33d),
     ):
         # one thread per system, atoms in order (deterministic), in float64;
         # virial = V * stress (ASE's sign: positive under tension)
         s = wp.tid()
+        if active[s] == 0:
+            return
         e = wp.float64(0.0)
         w = wp.mat33d()
         for i in range(sys_start[s], sys_start[s + 1]):

@@ -30,6 +30,7 @@ Warp is imported lazily; importing this module does not initialise it.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -199,6 +200,7 @@ def cutoff_parameters(symbols: Sequence[str], cutoff: Cutoff = "ase") -> tuple[f
     return rc, acut, rc_list
 
 
+@functools.cache
 def atom_parameters(symbol: str, rc: float, acut: float) -> np.ndarray:
     """The per-atom parameter row of the kernels (columns ``P_*`` of :mod:`._emt_kernels`),
     in Å and eV; gamma1 and gamma2 normalise the fcc sums over three shells under the cutoff."""
@@ -224,6 +226,7 @@ def atom_parameters(symbol: str, rc: float, acut: float) -> np.ndarray:
     )
     row[k.P_INV12GAMMA1] = 1.0 / (12.0 * gamma1)
     row[k.P_NEGHALFV0OVERGAMMA2] = -0.5 * v0 / gamma2
+    row.flags.writeable = False  # cached: shared by every caller
     return row
 
 
@@ -251,6 +254,11 @@ class WarpEMT:
         dtype: ``np.float64`` (round-off agreement with ASE) or ``np.float32``.
         device: Warp device; default :func:`default_device`.
         cutoff: ``"ase"`` or ``"asap"`` (module docstring).
+        skin: neighbour lists hold pairs within rc_list + ``skin`` (Å) and are rebuilt per
+            cell only when its atoms or cell have moved enough that a pair left out could
+            have come inside rc_list (:meth:`evaluate` rebuilds every list). Pairs beyond
+            rc_list contribute nothing and rows are ordered by (neighbour, image), so the
+            results do not depend on the skin or on when lists were built, to the last bit.
     """
 
     def __init__(
@@ -259,6 +267,7 @@ class WarpEMT:
         dtype: type = np.float64,
         device: str | None = None,
         cutoff: Cutoff = "ase",
+        skin: float = 0.0,
     ) -> None:
         wp = _warp()
         from labtwin.simulators.materials._emt_kernels import make_kernels
@@ -270,7 +279,7 @@ class WarpEMT:
         )
         if dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype must be np.float32 or np.float64, not {dtype}")
-        self.wp, self.batch, self.cutoff = wp, batch, cutoff
+        self.wp, self.batch, self.cutoff, self.skin = wp, batch, cutoff, float(skin)
         self.device = str(wp.get_device(device or default_device()))
         self.dtype = dtype
         self.scalar = wp.float64 if dtype == np.float64 else wp.float32
@@ -283,12 +292,15 @@ class WarpEMT:
         cut = np.empty((self.n_systems, 3))
         par = np.empty((self.n_atoms, 9))
         for s in range(self.n_systems):
-            symbols = batch.symbols(s)
-            cut[s] = cutoff_parameters(symbols, cutoff)
-            rows = {sym: atom_parameters(sym, cut[s, 0], cut[s, 1]) for sym in set(symbols)}
-            par[start[s] : start[s + 1]] = [rows[sym] for sym in symbols]
+            numbers = batch.numbers[start[s] : start[s + 1]]
+            present = [_SYMBOL[int(z)] for z in np.unique(numbers)]
+            cut[s] = cutoff_parameters(present, cutoff)
+            for sym in present:
+                par[start[s] + np.flatnonzero(numbers == _Z[sym])] = atom_parameters(
+                    sym, cut[s, 0], cut[s, 1]
+                )
         density = batch.atoms_per_system() / batch.volumes()
-        expected = density * 4.0 / 3.0 * np.pi * cut[:, 2] ** 3
+        expected = density * 4.0 / 3.0 * np.pi * (cut[:, 2] + self.skin) ** 3
         self.capacity = int(np.ceil(1.3 * expected.max())) + 16
 
         def arr(values: np.ndarray, dtype: Any) -> Any:
@@ -302,6 +314,10 @@ class WarpEMT:
         self.cut = arr(cut.astype(dtype), s)
         self.par = arr(par.astype(dtype), s)
         self.nbr_count = wp.zeros(self.n_atoms, dtype=wp.int32, device=d)
+        self.x_ref = wp.zeros_like(self.x)
+        self.cell_ref = wp.zeros_like(self.cell)
+        self.rebuild = wp.ones(self.n_systems, dtype=wp.int32, device=d)
+        self.active = wp.ones(self.n_systems, dtype=wp.int32, device=d)  # cells evaluated
         self.overflow = wp.zeros(1, dtype=wp.int32, device=d)
         self.atom_energy = wp.zeros(self.n_atoms, dtype=s, device=d)
         self.deds = wp.zeros(self.n_atoms, dtype=s, device=d)
@@ -314,49 +330,88 @@ class WarpEMT:
     def _allocate_lists(self) -> None:
         wp = self.wp
         shape = (self.n_atoms, self.capacity)
-        self.nbr = wp.zeros(shape, dtype=wp.int32, device=self.device)
-        self.nbr_d = wp.zeros(shape, dtype=self.vec3, device=self.device)
+        # written before they are read (rows up to nbr_count, pair terms of pairs in range)
+        self.nbr = wp.empty(shape, dtype=wp.int32, device=self.device)
+        self.nbr_shift = wp.empty(shape, dtype=wp.vec3i, device=self.device)
+        self.pair_self, self.pair_other, self.pair_direct = (
+            wp.empty(shape, dtype=self.scalar, device=self.device) for _ in range(3)
+        )
 
     def _launch(self, kernel: Any, dim: int, inputs: list[Any]) -> None:
         self.wp.launch(kernel, dim, inputs, device=self.device)
 
-    def _evaluate_launches(self) -> None:
-        """Neighbour lists, then energies, forces and virials of every cell (no host sync)."""
-        k = self.kernels
+    def _evaluate_launches(self, rebuild_all: bool) -> None:
+        """Neighbour lists (all, or those of cells that moved too far), then energies, forces
+        and virials of every cell (no host sync)."""
+        k, skin = self.kernels, self.scalar(self.skin)
+        if rebuild_all:
+            self.rebuild.fill_(1)
+        else:
+            self.rebuild.zero_()
+            self._launch(
+                k.check_lists,
+                self.n_systems,
+                [
+                    self.x,
+                    self.sys_start,
+                    self.active,
+                    self.cell,
+                    self.x_ref,
+                    self.cell_ref,
+                    self.cut,
+                    skin,
+                    self.rebuild,
+                ],
+            )
         self._launch(
             k.neighbours,
             self.n_atoms,
             [
                 self.x,
                 self.atom_sys,
+                self.active,
                 self.sys_start,
                 self.cell,
                 self.cut,
+                skin,
+                self.rebuild,
+                self.x_ref,
+                self.cell_ref,
                 self.nbr,
-                self.nbr_d,
+                self.nbr_shift,
                 self.nbr_count,
                 self.overflow,
             ],
         )
-        lists = [self.nbr, self.nbr_d, self.nbr_count]
+        lists = [self.nbr, self.nbr_shift, self.nbr_count]
+        pairs = [self.pair_self, self.pair_other, self.pair_direct]
+        geometry = [self.x, self.atom_sys, self.active, self.cell, self.cut]
         self._launch(
             k.density,
             self.n_atoms,
-            [self.atom_sys, self.cut, self.par, *lists, self.atom_energy, self.deds],
+            [*geometry, self.par, *lists, self.atom_energy, self.deds, *pairs],
         )
         self._launch(
             k.forces,
             self.n_atoms,
-            [self.atom_sys, self.cut, self.par, *lists, self.deds, self.f, self.atom_virial],
+            [*geometry, *lists, self.deds, *pairs, self.f, self.atom_virial],
         )
         self._launch(
             k.system_sums,
             self.n_systems,
-            [self.atom_energy, self.atom_virial, self.sys_start, self.energy, self.virial],
+            [
+                self.atom_energy,
+                self.atom_virial,
+                self.sys_start,
+                self.active,
+                self.energy,
+                self.virial,
+            ],
         )
 
     def grow_on_overflow(self) -> bool:
-        """True (after enlarging the neighbour lists) if the last lists overflowed."""
+        """True (after enlarging the neighbour lists, which must then all be rebuilt) if the
+        last lists overflowed."""
         needed = int(self.overflow.numpy()[0])
         if needed == 0:
             return False
@@ -366,11 +421,12 @@ class WarpEMT:
         return True
 
     def evaluate(self) -> EMTResult:
-        """Energies, forces and stresses of every cell at the current positions and cells."""
+        """Energies, forces and stresses of every cell at the current positions and cells
+        (every neighbour list rebuilt)."""
         self.overflow.zero_()
-        self._evaluate_launches()
+        self._evaluate_launches(rebuild_all=True)
         while self.grow_on_overflow():
-            self._evaluate_launches()
+            self._evaluate_launches(rebuild_all=True)
         return self.result()
 
     def result(self) -> EMTResult:
@@ -430,6 +486,7 @@ def relax_emt(
     dt_max: float = 1.0,
     max_step: float = 0.2,
     check_every: int = 10,
+    skin: float = 0.5,
 ) -> BatchRelaxResult:
     """Relax every cell's positions (and with ``cell`` its cell) with batched FIRE.
 
@@ -440,10 +497,11 @@ def relax_emt(
             defaults: 0.1, 1.0, 0.2 Å), unit masses.
         check_every: iterations between convergence checks (a host sync). A cell found
             converged stops moving, so its result does not depend on the batch.
+        skin: neighbour-list skin, Å (:class:`WarpEMT`; the results do not depend on it).
     """
     from labtwin.simulators.md._fire_kernels import make_fire_kernels
 
-    engine = WarpEMT(structures, dtype=dtype, device=device, cutoff=cutoff)
+    engine = WarpEMT(structures, dtype=dtype, device=device, cutoff=cutoff, skin=skin)
     wp, k, dev = engine.wp, engine.kernels, engine.device
     fire = make_fire_kernels(engine.scalar)
     s, n_sys, n_atoms = engine.scalar, engine.n_systems, engine.n_atoms
@@ -474,12 +532,12 @@ def relax_emt(
     n_positive = wp.zeros(n_sys, dtype=wp.int32, device=dev)
     mix_v, mix_f, force_max = (wp.zeros(n_sys, dtype=s, device=dev) for _ in range(3))
 
-    def forces_at_xg() -> None:
+    def forces_at_xg(rebuild_all: bool = False) -> None:
         engine._launch(
             k.set_cell, n_sys, [xg, engine.sys_start, cell_factor, cell0, deform, engine.cell]
         )
         engine._launch(k.set_positions, n_atoms, [xg, engine.atom_sys, deform, engine.x])
-        engine._evaluate_launches()
+        engine._evaluate_launches(rebuild_all)
         engine._launch(k.project_forces, n_atoms, [engine.f, engine.atom_sys, deform, fg])
         engine._launch(
             k.project_cell,
@@ -492,9 +550,9 @@ def relax_emt(
         return np.maximum.reduceat(norms, gen_start[:-1])
 
     engine.overflow.zero_()
-    forces_at_xg()
+    forces_at_xg(rebuild_all=True)
     while engine.grow_on_overflow():
-        forces_at_xg()
+        forces_at_xg(rebuild_all=True)
     n_steps = np.zeros(n_sys, dtype=np.int64)
     done = generalised_fmax() < fmax
     steps = 0
@@ -529,16 +587,18 @@ def relax_emt(
             # neighbour rows were cut short in this block: repeat it from its start
             for a, b in zip(fire_state, saved, strict=True):
                 wp.copy(a, b)
-            forces_at_xg()
+            forces_at_xg(rebuild_all=True)
             continue
         steps += block
         n_steps[~done] = steps
         done = done | (generalised_fmax() < fmax)
         if done.any():
-            # freeze converged cells (a zero FIRE step is a fixed point)
+            # freeze converged cells (a zero FIRE step is a fixed point) and stop evaluating
+            # them: their forces and energies stay those of the frozen positions
             step_size = dt_sys.numpy()
             step_size[done] = 0
             dt_sys.assign(step_size)
+            engine.active.assign((~done).astype(np.int32))
 
     result = engine.result()
     final = CrystalBatch(
