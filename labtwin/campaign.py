@@ -39,7 +39,7 @@ import gymnasium as gym
 import numpy as np
 
 from labtwin.experiment import Analysis, Answer, Invalid
-from labtwin.frames import campaign_frame
+from labtwin.frames import campaign_points, lab_frame
 from labtwin.measurement import Measurement, pool, to_jsonable
 from labtwin.task import Task
 
@@ -525,10 +525,13 @@ class CampaignBatch:
         return observation(self.task, self.campaigns[slot])
 
     def frame(self, slot: int, title: str | None = None) -> np.ndarray:
+        """The slot's campaign and its lab's panel (:meth:`Task.frame_panel`) as an image."""
         campaign = self.campaigns[slot]
         history = campaign.history if campaign else []
-        points = [(r.score, r.measurement.status) for r in history if r.score is not None]
-        return campaign_frame(title or self.task.id, points, self.task.budget)
+        panel = self.task.frame_panel(list(history), campaign.conditions if campaign else {})
+        points = campaign_points(history)
+        title = title or self.task.id
+        return lab_frame(title, points, self.task.budget, panel, score_range=self.task.score_range)
 
 
 def replay(

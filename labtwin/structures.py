@@ -26,13 +26,15 @@ pseudo-atoms (number 0); a viewer draws them as spheres of diameter one.
 Trajectories are subsampled by the lab to at most :data:`MAX_FRAMES` frames.
 
 :func:`structure_artifacts` builds and checks the arrays; :func:`read_structure`
-turns a measurement's artifacts back into a :class:`Structure`.
+turns a measurement's artifacts back into a :class:`Structure`, and
+:func:`run_structure` reads one record's structure from a run directory.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -95,10 +97,10 @@ def structure_artifacts(
 
     ``positions`` is ``(n, 3)`` or a trajectory ``(frames, n, 3)`` (subsampled here to
     :data:`MAX_FRAMES`); ``cell`` is ``(3, 3)`` or one per frame; ``bonds`` is
-    ``(m, 2)`` (order 1 assumed) or ``(m, 3)``.
+    ``(m, 2)`` (order 1 assumed) or ``(m, 3)``. The arrays are copies.
     """
-    numbers = np.asarray(numbers, dtype=np.int64).reshape(-1)
-    positions = np.asarray(positions, dtype=np.float64)
+    numbers = np.array(numbers, dtype=np.int64).reshape(-1)  # copies: the artifacts' own
+    positions = np.array(positions, dtype=np.float64)
     n = numbers.shape[0]
     if positions.ndim == 2:
         positions = positions[None]
@@ -113,7 +115,7 @@ def structure_artifacts(
     positions = subsample_frames(positions)
     out[POSITIONS] = positions if positions.shape[0] > 1 else positions[0]
     if cell is not None:
-        cell = np.asarray(cell, dtype=np.float64)
+        cell = np.array(cell, dtype=np.float64)
         if cell.shape == (3, 3):
             out[CELL] = cell
         elif cell.shape == (n_frames, 3, 3):
@@ -121,7 +123,7 @@ def structure_artifacts(
         else:
             raise ValueError(f"cell must be (3, 3) or ({n_frames}, 3, 3), got {cell.shape}")
     if bonds is not None:
-        bonds = np.asarray(bonds, dtype=np.int64)
+        bonds = np.array(bonds, dtype=np.int64)
         if bonds.ndim == 2 and bonds.shape[1] == 2:
             bonds = np.column_stack([bonds, np.ones(len(bonds), dtype=np.int64)])
         if bonds.ndim != 2 or bonds.shape[1] != 3:
@@ -157,3 +159,13 @@ def read_structure(artifacts: Mapping[str, np.ndarray]) -> Structure:
     if bonds is not None:
         bonds = np.asarray(bonds, dtype=np.int64).reshape(-1, 3)
     return Structure(numbers, positions, cell, bonds)
+
+
+def run_structure(run: Any, record_line: Mapping[str, Any]) -> Structure | None:
+    """The structure of one record of a run read back by :func:`labtwin.runs.load` (None if
+    its measurement has none): ``record_line`` is one of ``run.record_lines``, whose
+    measurement names its artifact files; ``run.artifact`` reads them (no pickle)."""
+    paths = (record_line.get("measurement") or {}).get("artifacts") or {}
+    if not has_structure(paths):
+        return None
+    return read_structure({name: run.artifact(paths[name]) for name in NAMES if name in paths})

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -47,6 +47,9 @@ from labtwin.experiment import (
     tool_schema,
 )
 from labtwin.measurement import Measurement, ObservableSpec
+
+if TYPE_CHECKING:
+    from labtwin.frames import Panel
 
 
 @cache
@@ -200,6 +203,13 @@ class Task:
     def analysis_tools(self) -> list[AnalysisTool]:
         """Tools an LLM agent may call that cost no experiment (none by default)."""
         return []
+
+    def frame_panel(self, records: list[Any], conditions: dict[str, Any]) -> Panel | None:
+        """What ``render()`` draws beside the campaign's scores (:mod:`labtwin.frames`), from
+        the campaign's records so far: e.g. ``frames.structure_panel(records)`` for a lab
+        that records structures. None (the default): the campaign alone. Return a panel
+        always or never, so that a video's layout holds still."""
+        return None
 
     def describe_conditions(self, conditions: dict[str, Any]) -> str:
         """What an agent is told about a campaign: its ``public_conditions``, as text."""

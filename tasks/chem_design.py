@@ -54,6 +54,7 @@ import numpy as np
 from pydantic import Field
 
 from labtwin import Experiment, Measurement, ObservableSpec, Task, Value, register_task
+from labtwin.frames import structure_panel
 from labtwin.simulators.chem import MoleculeEngine, MoleculeResult, parse_smiles
 from labtwin.simulators.chem.descriptors import tanimoto
 from labtwin.simulators.chem.engine import UNITS
@@ -441,7 +442,14 @@ molecule within the experiment budget.
         cost = DESCRIPTOR_COST_S
         if result.kind == "xtb":
             cost = XTB_COST_S + XTB_COST_PER_ATOM_S * result.n_atoms
-        return Measurement("ok", observables, cost=cost, provenance=provenance, notes=notes)
+        # the conformer xTB measured (an xtb experiment), in labtwin.structures' format
+        artifacts = dict(result.structure)  # the engine's copy, this measurement's own
+        return Measurement(
+            "ok", observables, cost=cost, provenance=provenance, notes=notes, artifacts=artifacts
+        )
+
+    def frame_panel(self, records, conditions):  # noqa: D102 (documented on Task)
+        return structure_panel(records, "no conformer yet (xtb experiments embed one)")
 
     def reward(self, measurement: Measurement, conditions: dict[str, Any]) -> float:
         return profile_satisfaction(measurement, conditions)

@@ -54,7 +54,9 @@ import numpy as np
 from pydantic import Field
 
 from labtwin import Experiment, Measurement, ObservableSpec, Task, Value, register_task
+from labtwin.frames import structure_panel
 from labtwin.simulators.chem import parse_smiles
+from labtwin.simulators.chem.conformers import embed_conformer
 from labtwin.simulators.chem.descriptors import tanimoto
 from labtwin.simulators.chem.reactions import TEMPLATES, reactive_roles, run_reaction
 from labtwin.task import AnalysisTool, package_versions
@@ -100,6 +102,19 @@ def _mol(smiles: str):
     parsed = parse_smiles(smiles)
     assert parsed.ok, parsed.reason
     return parsed.mol
+
+
+@lru_cache(maxsize=1024)
+def _product_conformer(smiles: str) -> tuple[tuple[str, np.ndarray], ...]:
+    structure = embed_conformer(_mol(smiles))
+    return tuple(structure.items()) if structure else ()
+
+
+def product_structure(smiles: str) -> dict[str, np.ndarray]:
+    """The product's conformer (ETKDG + MMFF94 with hydrogens, the design lab's embedding
+    with one conformer; about 10-150 ms, once per product and process) as
+    :mod:`labtwin.structures` artifacts; empty if ETKDG gives up."""
+    return {name: array.copy() for name, array in _product_conformer(smiles)}
 
 
 @cache
@@ -460,6 +475,7 @@ target, by a short, cheap, high-yield route, within the budget.
         return Measurement(
             "ok",
             {spec.name: Value(float(values[spec.name]), spec.unit) for spec in OBSERVABLES},
+            artifacts=product_structure(major.smiles),
             cost=cost,
             provenance={
                 **provenance,
@@ -473,6 +489,9 @@ target, by a short, cheap, high-yield route, within the budget.
 
     def reward(self, measurement: Measurement, conditions: dict[str, Any]) -> float:
         return synthesis_score(measurement)
+
+    def frame_panel(self, records, conditions):  # noqa: D102 (documented on Task)
+        return structure_panel(records, "no product yet")
 
     # ---- analysis tools (cost no experiment) --------------------------------------------
 

@@ -49,6 +49,7 @@ import numpy as np
 from pydantic import Field
 
 from labtwin import Experiment, Measurement, ObservableSpec, Task, Value, knob, register_task
+from labtwin.frames import structure_panel
 from labtwin.simulators.materials import (
     AlloySpec,
     e_above_hull,
@@ -59,6 +60,7 @@ from labtwin.simulators.materials import (
 )
 from labtwin.simulators.materials.emt import backend_version
 from labtwin.simulators.materials.relax import FMAX_EV_A
+from labtwin.structures import structure_artifacts
 
 #: the element pairs offered (host-solute); the fraction is that of the second element
 PAIRS: tuple[str, ...] = ("Cu-Au", "Cu-Pd", "Cu-Pt", "Ni-Pt", "Ag-Au", "Pd-Pt", "Cu-Ag", "Cu-Ni")
@@ -280,12 +282,13 @@ reading.
             },
             cost=cost,
             provenance=provenance,
-            artifacts={  # the relaxed cell, in the structure format of docs/concepts.md
-                "positions": structure.positions.copy(),
-                "cell": structure.cell.copy(),
-                "atomic_numbers": np.array([atomic_numbers[s] for s in structure.species]),
-            },
+            artifacts=structure_artifacts(  # the relaxed cell (labtwin.structures' format)
+                [atomic_numbers[s] for s in structure.species], structure.positions, structure.cell
+            ),
         )
+
+    def frame_panel(self, records, conditions):  # noqa: D102 (documented on Task)
+        return structure_panel(records, "no cell relaxed yet")
 
     def reward(self, measurement: Measurement, conditions: dict[str, Any]) -> float:
         return alloy_score(

@@ -35,8 +35,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from labtwin import Experiment, Measurement, ObservableSpec, Task, Value, knob, register_task
+from labtwin.frames import structure_panel
 from labtwin.simulators.md.build import CLUSTER_GLOBAL_MINIMA, maxwell_boltzmann, random_cluster
 from labtwin.simulators.md.state import MDState
+from labtwin.structures import structure_artifacts
 from labtwin.tasks.md_common import engine_versions
 
 QUENCH_ACCURACY = 2e-4  # epsilon: float32 FIRE reproduces published minima to this (engine tests)
@@ -88,7 +90,10 @@ def anneal_and_quench(
 
     Returns per system: ``energy`` (quenched total potential energy, epsilon), ``fmax``,
     ``converged``, ``annealed_energy`` (at the end of its schedule), ``stage_energy``
-    (potential energy after each of its stages) and ``positions`` (quenched, sigma).
+    (potential energy after each of its stages), ``positions`` (quenched, sigma) and
+    ``frames`` (the start, the end of each of its stages and the quenched minimum, sigma:
+    ``(n_stages + 2, n_atoms, 3)``; one host copy per stage, which the stage's energy
+    read-out syncs for anyway).
     """
     from labtwin.simulators.md.build import clusters
     from labtwin.simulators.md.lj_warp import WarpLJ, quench_lj
@@ -111,18 +116,19 @@ def anneal_and_quench(
     start = state.system_start()
     snapshots: list[np.ndarray | None] = [None] * n_sys
     stage_energy = [np.zeros(k) for k in n_stages]
+    frames: list[list[np.ndarray]] = [[np.asarray(x, dtype=np.float64)] for x in starts]
     for stage in range(int(n_stages.max())):
         temperature = np.array([t[min(stage, len(t) - 1)] for t in schedules])
         engine.set_thermostat(temperature, friction, dt, np.asarray(seeds))
         engine.advance(stage_steps, dt)
         potential = engine.energies()["potential"]
-        positions = None
+        positions = engine.x.numpy()
         for s in range(n_sys):
             if stage < n_stages[s]:
                 stage_energy[s][stage] = potential[s]
+                frames[s].append(positions[start[s] : start[s + 1]].astype(np.float64))
             if stage == n_stages[s] - 1:
-                positions = engine.x.numpy() if positions is None else positions
-                snapshots[s] = positions[start[s] : start[s + 1]].astype(np.float64)
+                snapshots[s] = frames[s][-1]
     annealed = [e[-1] for e in stage_energy]
     finite = [bool(np.all(np.isfinite(x))) for x in snapshots]
     # a blown-up system is replaced by its start so that the quench of the others runs
@@ -136,6 +142,10 @@ def anneal_and_quench(
         "annealed_energy": np.array(annealed),
         "stage_energy": stage_energy,
         "positions": [final[start[s] : start[s + 1]] for s in range(n_sys)],
+        "frames": [
+            np.stack(frames[s] + [final[start[s] : start[s + 1]].astype(np.float64)])
+            for s in range(n_sys)
+        ],
         "device": engine.device,
     }
 
@@ -274,8 +284,8 @@ the global-minimum energy (1 = global minimum found).
                     },
                     cost=cost,
                     provenance={**provenance, "quench_converged": bool(result["converged"][i])},
-                    artifacts={
-                        "positions": np.asarray(result["positions"][i], dtype=np.float64),
+                    artifacts={  # the anneal and its quenched minimum (pseudo-atoms, sigma)
+                        **structure_artifacts(np.zeros(self.n_atoms), result["frames"][i]),
                         "schedule_t_T_U": schedule,
                     },
                 )
@@ -284,6 +294,9 @@ the global-minimum energy (1 = global minimum found).
 
     def reward(self, measurement: Measurement, conditions: dict[str, Any]) -> float:
         return float(np.clip(measurement["energy"] / self.reference_minimum, 0.0, 1.0))
+
+    def frame_panel(self, records, conditions):  # noqa: D102 (documented on Task)
+        return structure_panel(records, "no cluster annealed yet")
 
 
 @register_task

@@ -69,10 +69,12 @@ from scipy.optimize import brentq
 
 from labtwin import Experiment, Measurement, ObservableSpec, Task, Value, knob, register_task
 from labtwin.calibration import CalibrationPoint, Reference
+from labtwin.frames import structure_panel
 from labtwin.simulators.md import eos
 from labtwin.simulators.md.build import lj_fluid
 from labtwin.simulators.md.observables import replica_estimate
 from labtwin.simulators.md.state import MDState
+from labtwin.structures import structure_artifacts
 from labtwin.task import AnalysisTool
 from labtwin.tasks.md_common import engine_versions, target_closeness
 
@@ -98,6 +100,9 @@ FREEZING_LIQUID_DENSITY = ((0.694, 0.845), (0.75, 0.875), (1.15, 0.936), (1.35, 
 TEMPERATURE_TOLERANCE = 0.05  # width of the isotherm factor of the score (T*)
 ANSWER_TOLERANCE = 0.02  # width of the Gaussian answer score (rho*)
 MAX_ARTIFACT_ROWS = 200
+#: frames of replica 0 a measurement keeps, evenly spaced over its production (the last is
+#: its final configuration)
+STRUCTURE_FRAMES = 8
 WELL_DEPTH_SPREAD = (WELL_DEPTH_RANGE[1] - WELL_DEPTH_RANGE[0]) / 2  # told in the brief
 SUCCESS_THRESHOLD = 0.75  # a run's score that counts as having measured the target
 #: finite-size (108 atoms) and truncation bias of P* against JZG, measured (docs/validation.md)
@@ -205,6 +210,16 @@ def phase_note(temperature: float, density: float) -> str | None:
                 f"T* = {temperature:.3g}): the box may separate into liquid and vapour"
             )
     return None
+
+
+def structure_samples(n_samples: int) -> np.ndarray:
+    """Indices of the samples whose positions a run of ``n_samples`` keeps: evenly spaced,
+    the last one included (they depend on the run alone, not on its batch).
+
+    >>> structure_samples(40).tolist()
+    [0, 6, 11, 17, 22, 28, 33, 39]
+    """
+    return np.unique(np.linspace(0, n_samples - 1, STRUCTURE_FRAMES).round().astype(int))
 
 
 def campaign_phase_note(temperature: float, density: float) -> str | None:
@@ -430,6 +445,8 @@ equation of state evaluated for this campaign's fluid.
             ]
         )
         steps = np.array([e.production_steps for e in experiments])
+        frame_samples = [structure_samples(int(n) // SAMPLE_EVERY) for n in steps]
+        kept = sorted(set(np.concatenate(frame_samples).tolist()))  # the run's frames, in order
         result = run_lj(
             state,
             int(steps.max()),
@@ -440,8 +457,10 @@ equation of state evaluated for this campaign's fluid.
             sample_every=SAMPLE_EVERY,
             n_equilibration=self.equilibration_steps,
             cutoff=self.cutoff,
+            trajectory_samples=kept,
             device=self.device,
         )
+        frame_of = {k: f for f, k in enumerate(kept)}
         provenance = {
             "simulator": "labtwin.simulators.md.lj_warp (BAOAB Langevin, float32)",
             "device": result.device,
@@ -493,11 +512,24 @@ equation of state evaluated for this campaign's fluid.
                     observables,
                     cost=cost,
                     provenance={**provenance, "statistical_inefficiency": inefficiency},
-                    artifacts={"series_t_T_P_U": table},
+                    artifacts={
+                        "series_t_T_P_U": table,
+                        **self._structure(result, i * r, [frame_of[k] for k in frame_samples[i]]),
+                    },
                     notes=[note] if note else [],
                 )
             )
         return out
+
+    def _structure(self, result, box: int, frames: list[int]) -> dict[str, np.ndarray]:
+        """Box ``box``'s kept frames, wrapped into its cubic cell (pseudo-atoms, sigma)."""
+        atoms = slice(box * self.n_atoms, (box + 1) * self.n_atoms)
+        edge = result.state.box[box].astype(np.float64)
+        positions = result.trajectory[frames][:, atoms].astype(np.float64) % edge
+        return structure_artifacts(np.zeros(self.n_atoms), positions, np.diag(edge))
+
+    def frame_panel(self, records, conditions):  # noqa: D102 (documented on Task)
+        return structure_panel(records, "no box simulated yet")
 
     # ---- calibration ---------------------------------------------------------------
 

@@ -54,7 +54,9 @@ import numpy as np
 
 from labtwin import Experiment, Measurement, ObservableSpec, Task, Value, knob, register_task
 from labtwin.calibration import CalibrationPoint, Reference
+from labtwin.frames import structure_panel
 from labtwin.simulators.md.observables import replica_estimate
+from labtwin.structures import structure_artifacts
 from labtwin.tasks.md_common import engine_versions, target_closeness
 
 #: g/cm^3, drawn per campaign: inside the 0.908-1.090 the knob box reaches (measured), with a
@@ -267,10 +269,19 @@ bar), which is how a score rises further but uses up experiments.
                     observables,
                     cost=cost,
                     provenance=provenance,
-                    artifacts={"density_series": np.asarray(result.density)},
+                    artifacts={
+                        "density_series": np.asarray(result.density),
+                        # replica 0's production, one frame per sample (Å, NPT: a cell each)
+                        **structure_artifacts(
+                            result.atomic_numbers, result.frames, result.cells, result.bonds
+                        ),
+                    },
                 )
             )
         return out
+
+    def frame_panel(self, records, conditions):  # noqa: D102 (documented on Task)
+        return structure_panel(records, "no box simulated yet")
 
     def reward(self, measurement: Measurement, conditions: dict[str, Any]) -> float:
         density = measurement.observables["density"]

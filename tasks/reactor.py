@@ -58,6 +58,7 @@ from pydantic import BaseModel, Field
 from labtwin import Experiment, Measurement, ObservableSpec, Task, Value, knob, register_task
 from labtwin.calibration import CalibrationPoint, Reference
 from labtwin.experiment import field_bounds
+from labtwin.frames import series_panel
 from labtwin.simulators.kinetics import (
     GAS_CONSTANT,
     Reaction,
@@ -396,6 +397,16 @@ class _ReactorBase(Task):
         longest = field_bounds(fields["time_min"])[1]
         return hottest, loading, longest
 
+    def frame_panel(self, records, conditions):  # noqa: D102 (documented on Task)
+        return series_panel(  # the last run's monitored time course, as the HPLC read it
+            records,
+            "time_course",
+            NETWORK.species,
+            "time [min]",
+            "concentration [mol/L]",
+            "no run measured yet",
+        )
+
     def _reagents(self, conditions: dict[str, Any]) -> dict[str, Any]:
         return sluggish(conditions, *self.box_extremes()) if self.impossible else conditions
 
@@ -627,6 +638,9 @@ scores exp(-|error| / {ANSWER_TOLERANCE_KJ_MOL:g} kJ/mol); {SUCCESS_ANSWER:g} or
 
     def reward(self, measurement: Measurement, conditions: dict[str, Any]) -> float:
         return 0.0
+
+    def frame_panel(self, records, conditions):  # noqa: D102 (documented on Task)
+        return None  # its runs report the final reading only: the campaign alone
 
     def calibration_points(self) -> list[CalibrationPoint]:
         """Five runs from 0.4 % to 98 % conversion over 300-375 K and 1-180 min: three of

@@ -12,6 +12,11 @@ minimised energies:
   the best one;
 - ``conformer_spread`` — the range (highest minus lowest) of the minimised energies
   [kcal/mol]: how rugged the landscape the embedding found is.
+
+The lowest conformer leaves with its atoms and bonds (:meth:`Ensemble.structure`), which
+the labs record in :mod:`labtwin.structures`' format. :func:`embed_conformer` makes one
+MMFF94-minimised conformer the same way, for a lab that measures no ensemble but shows
+its molecule (a synthesis product).
 """
 
 from __future__ import annotations
@@ -42,6 +47,14 @@ class Ensemble:
     atomic_numbers: np.ndarray  # (n_atoms,), hydrogens included
     positions_angstrom: np.ndarray  # (n_atoms, 3) of the lowest-energy conformer
     converged: np.ndarray  # (n,) bool: MMFF minimisation converged within mmff_max_iters
+    bonds: np.ndarray | None = None  # (m, 3) int: i, j, order (aromatic 4), hydrogens included
+
+    def structure(self) -> dict[str, np.ndarray]:
+        """The lowest conformer in :mod:`labtwin.structures`' format (numbers, positions,
+        bonds)."""
+        from labtwin.structures import structure_artifacts
+
+        return structure_artifacts(self.atomic_numbers, self.positions_angstrom, None, self.bonds)
 
     def summary(self) -> dict[str, float]:
         """``mmff_energy_min``, ``conformer_strain`` and ``conformer_spread`` (kcal/mol)."""
@@ -53,6 +66,24 @@ class Ensemble:
             "conformer_strain": float(np.sum(weights * above) / np.sum(weights)),
             "conformer_spread": float(above.max()),
         }
+
+
+def bond_table(mol) -> np.ndarray:
+    """(m, 3) bonds of an RDKit molecule: atom indices and order (1, 2, 3; aromatic 4;
+    any other kind, dative say, 1)."""
+    from rdkit import Chem
+
+    orders = {
+        Chem.BondType.SINGLE: 1,
+        Chem.BondType.DOUBLE: 2,
+        Chem.BondType.TRIPLE: 3,
+        Chem.BondType.AROMATIC: 4,
+    }
+    rows = [
+        (b.GetBeginAtomIdx(), b.GetEndAtomIdx(), orders.get(b.GetBondType(), 1))
+        for b in mol.GetBonds()
+    ]
+    return np.array(rows, dtype=np.int64).reshape(-1, 3)
 
 
 class ConformerError(Exception):
@@ -90,4 +121,35 @@ def conformer_ensemble(mol, settings: ConformerSettings = ConformerSettings()) -
     best = int(np.argmin(energies))
     positions = mh.GetConformer(conformer_ids[best]).GetPositions()
     numbers = np.array([a.GetAtomicNum() for a in mh.GetAtoms()], dtype=np.int64)
-    return Ensemble(energies, numbers, np.asarray(positions, dtype=np.float64), converged)
+    return Ensemble(
+        energies, numbers, np.asarray(positions, dtype=np.float64), converged, bond_table(mh)
+    )
+
+
+def embed_conformer(
+    mol, settings: ConformerSettings = ConformerSettings(), timeout_s: int = 2
+) -> dict[str, np.ndarray] | None:
+    """One ETKDG conformer of a sanitised molecule with hydrogens, MMFF94-minimised where
+    MMFF94 has parameters, in :mod:`labtwin.structures`' format; None when ETKDG gives
+    up within ``timeout_s``. Deterministic (the settings' seed, one thread)."""
+    from rdkit import Chem
+    from rdkit.Chem import AllChem, rdDistGeom
+
+    from labtwin.structures import structure_artifacts
+
+    mh = Chem.AddHs(mol)
+    params = rdDistGeom.ETKDGv3()
+    params.randomSeed = settings.random_seed
+    params.numThreads = 1
+    params.timeout = int(timeout_s)
+    if rdDistGeom.EmbedMolecule(mh, params) < 0:
+        return None
+    if AllChem.MMFFHasAllMoleculeParams(mh):
+        AllChem.MMFFOptimizeMolecule(
+            mh, maxIters=settings.mmff_max_iters, mmffVariant=settings.mmff_variant
+        )
+    numbers = [a.GetAtomicNum() for a in mh.GetAtoms()]
+    positions = mh.GetConformer().GetPositions()
+    if not np.all(np.isfinite(positions)):
+        return None
+    return structure_artifacts(numbers, positions, None, bond_table(mh))

@@ -29,6 +29,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+import numpy as np
+
 from labtwin.simulators.chem.conformers import (
     ConformerError,
     ConformerSettings,
@@ -68,7 +70,8 @@ class MoleculeResult:
 
     ``values`` maps names of :data:`UNITS` to floats (descriptors always; the 3D values
     for kind ``"xtb"``); ``alerts`` lists structural alerts; ``n_atoms`` counts atoms
-    with hydrogens.
+    with hydrogens; ``structure`` holds the lowest conformer, the geometry xTB measured
+    (kind ``"xtb"``), as :mod:`labtwin.structures` artifacts (empty otherwise).
     """
 
     status: Literal["ok", "invalid", "failed"]
@@ -80,6 +83,7 @@ class MoleculeResult:
     n_atoms: int = 0
     reason: str = ""
     notes: tuple[str, ...] = ()
+    structure: dict[str, np.ndarray] = field(default_factory=dict, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -127,7 +131,9 @@ def measure_job(job: Job) -> MoleculeResult:
         )
     except XtbError as err:
         return MoleculeResult("failed", reason=f"GFN2-xTB: {err}", **base)
-    return MoleculeResult("ok", values=values, notes=tuple(notes), **base)
+    return MoleculeResult(
+        "ok", values=values, notes=tuple(notes), structure=ensemble.structure(), **base
+    )
 
 
 def warm_up() -> None:
@@ -241,5 +247,6 @@ def _short(smiles: Any, limit: int = 200) -> str:
 
 
 def _with_input(result: MoleculeResult, smiles: Any) -> MoleculeResult:
-    """A copy of ``result`` for the input as written (its own ``values`` dict)."""
-    return replace(result, smiles=_short(smiles), values=dict(result.values))
+    """A copy of ``result`` for the input as written (its own ``values`` and arrays)."""
+    structure = {name: array.copy() for name, array in result.structure.items()}
+    return replace(result, smiles=_short(smiles), values=dict(result.values), structure=structure)

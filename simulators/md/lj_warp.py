@@ -22,6 +22,7 @@ Warp is imported lazily inside functions; importing this module does not initial
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -483,6 +484,7 @@ def run_lj(
     rdf_r_max: float | None = None,
     msd_window: int | None = None,
     trajectory_every: int = 0,
+    trajectory_samples: Sequence[int] = (),
     device: str | None = None,
 ) -> LJResults:
     """Run Langevin (``friction`` > 0) or NVE (``friction`` = 0) LJ dynamics on all systems.
@@ -506,6 +508,8 @@ def run_lj(
         msd_window: samples per MSD time-origin window (default: n_samples // 5); the
             diffusion coefficient is fitted per window and averaged over windows.
         trajectory_every: keep positions every this many samples (0: none).
+        trajectory_samples: also keep positions after these samples (0-based indices),
+            e.g. the last sample of each of a batch's runs of different lengths.
         device: Warp device (default: CUDA if available, else CPU).
 
     Temperatures count 3N degrees of freedom per system under Langevin dynamics and 3N - 3
@@ -547,6 +551,8 @@ def run_lj(
             (rdf_blocks, engine.n_systems, rdf_bins), dtype=wp.int32, device=engine.device
         )
     frames: list[np.ndarray] = []
+    frame_samples: list[int] = []
+    keep = {int(k) for k in trajectory_samples}
     for k in range(n_samples):
         if k % msd_window == 0:
             wp.copy(engine.x_origin, engine.x)
@@ -568,8 +574,9 @@ def run_lj(
                 ],
                 device=engine.device,
             )
-        if trajectory_every and k % trajectory_every == 0:
+        if (trajectory_every and k % trajectory_every == 0) or k in keep:
             frames.append(engine.x.numpy().copy())
+            frame_samples.append(k)
 
     raw = {name: a.numpy() for name, a in sums.items()}
     n = engine.counts.astype(np.float64)
@@ -634,7 +641,7 @@ def run_lj(
         results.rdf_stderr = g_blocks.std(axis=0, ddof=1) / np.sqrt(rdf_blocks)
     if frames:
         results.trajectory = np.stack(frames)
-        results.trajectory_time = time[::trajectory_every][: len(frames)]
+        results.trajectory_time = time[frame_samples]
     return results
 
 

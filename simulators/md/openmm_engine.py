@@ -268,7 +268,10 @@ class WaterDensityResult:
 class WaterReplicaResult:
     """Production series of independent replica NPT runs of one TIP3P box at one state.
 
-    Every array is (n_replicas, n_samples), one sample every ``info["sample_ps"]``.
+    Every series is (n_replicas, n_samples), one sample every ``info["sample_ps"]``.
+    ``frames`` and ``cells`` are replica 0's configuration at each of its samples
+    ((n_samples, n_atoms, 3) and (n_samples, 3, 3), Å; molecules wrapped whole into the
+    box), with the box's ``atomic_numbers`` (O, H, H per water) and O-H ``bonds``.
     """
 
     density: np.ndarray  # g/cm^3
@@ -279,6 +282,10 @@ class WaterReplicaResult:
     pressure_bar: float
     platform: str
     info: dict[str, Any] = field(default_factory=dict)
+    frames: np.ndarray | None = None  # Å
+    cells: np.ndarray | None = None  # Å, rows are the box vectors
+    atomic_numbers: np.ndarray | None = None
+    bonds: np.ndarray | None = None  # (m, 2) atom indices
 
 
 _WATER_CACHE: dict[tuple, dict[str, Any]] = {}
@@ -332,6 +339,12 @@ def _water_setup(box_nm: float, cutoff_nm: float, platform: str, seed: int) -> d
         "total_mass_amu": float(masses.sum()),
         "molecule_masses": masses.reshape(n_waters, -1),  # addSolvent: O, H1, H2 per water
         "n_waters": n_waters,
+        "atomic_numbers": np.array(
+            [atom.element.atomic_number for atom in modeller.topology.atoms()], dtype=np.int64
+        ),
+        "bonds": np.array(
+            [(a.index, b.index) for a, b in modeller.topology.bonds()], dtype=np.int64
+        ).reshape(-1, 2),
         # rigid water: 3 constraints per molecule; the CMMotionRemover takes 3 more
         "n_dof": 3 * system.getNumParticles() - system.getNumConstraints() - 3 * removes_com,
     }
@@ -397,15 +410,23 @@ def _box_volume(box: Any) -> float:
     return float(edges[0][0] * edges[1][1] * edges[2][2])
 
 
-def _sample_water(setup: dict[str, Any], n_samples: int, sample_every: int) -> np.ndarray:
+def _sample_water(
+    setup: dict[str, Any], n_samples: int, sample_every: int, frames: list | None = None
+) -> np.ndarray:
     """Advance ``n_samples * sample_every`` steps; (n_samples, 3) density (g/cm^3), potential
-    energy per molecule (kJ/mol) and kinetic temperature (K) after every ``sample_every``."""
+    energy per molecule (kJ/mol) and kinetic temperature (K) after every ``sample_every``.
+    With ``frames``, each sample's positions and box vectors (Å, molecules wrapped whole
+    into the box) are appended to it."""
     context, integrator = setup["context"], setup["integrator"]
     kinetic_to_k = 2.0 / (setup["n_dof"] * BOLTZMANN_KJ_PER_MOL_K)
     out = np.zeros((n_samples, 3))
+    keep = frames is not None
     for k in range(n_samples):
         integrator.step(sample_every)
-        s = context.getState(getEnergy=True)
+        s = context.getState(getEnergy=True, getPositions=keep, enforcePeriodicBox=keep)
+        if keep:
+            positions = s.getPositions(asNumpy=True)._value * 10.0  # nm -> Å
+            frames.append((positions, s.getPeriodicBoxVectors(asNumpy=True)._value * 10.0))
         volume = s.getPeriodicBoxVolume()._value  # nm^3
         out[k, 0] = setup["total_mass_amu"] / volume * G_PER_CM3_PER_AMU_PER_NM3
         out[k, 1] = s.getPotentialEnergy()._value / setup["n_waters"]
@@ -634,6 +655,7 @@ def water_npt_replicas(
     guess = tip3p_density_guess(temperature_k, pressure_bar)
     seeds = np.random.SeedSequence(int(seed)).generate_state(2 * n_replicas).reshape(-1, 2)
     series = np.zeros((n_replicas, n_samples, 3))
+    frames: list[tuple[np.ndarray, np.ndarray]] = []  # replica 0's configurations
     context, integrator = setup["context"], setup["integrator"]
     for r, (replica_seed, velocity_seed) in enumerate(seeds.tolist()):
         positions, box = _stock_box(setup, stock_state, r, *protocol)
@@ -649,7 +671,7 @@ def water_npt_replicas(
             # velocities drawn afresh at the set point
             integrator.setStepSize(dt_fs * 1e-3)
             context.setVelocitiesToTemperature(temperature_k, _openmm_seed(velocity_seed))
-        series[r] = _sample_water(setup, n_samples, sample_every)
+        series[r] = _sample_water(setup, n_samples, sample_every, frames if r == 0 else None)
     return WaterReplicaResult(
         density=series[..., 0],
         potential_energy=series[..., 1],
@@ -674,4 +696,8 @@ def water_npt_replicas(
             "stock_spacing_ps": stock_spacing_ps,
             "n_dof": setup["n_dof"],
         },
+        frames=np.stack([p for p, _ in frames]),
+        cells=np.stack([np.asarray(c, dtype=np.float64) for _, c in frames]),
+        atomic_numbers=setup["atomic_numbers"],
+        bonds=setup["bonds"],
     )

@@ -53,8 +53,9 @@ def test_a_known_ordered_alloy_measures_as_the_reference_hull_says(task) -> None
     assert all(v.uncertainty == 0 for v in m.observables.values())  # deterministic: no error bar
     # cost: 32 atoms times (relaxation steps + 1 + 7 EOS points), in thousands
     assert m.cost == pytest.approx(32 * (m.provenance["relax_steps"] + 8) / 1000)
-    assert m.artifacts["positions"].shape == (32, 3) and m.artifacts["cell"].shape == (3, 3)
-    assert sorted(set(m.artifacts["atomic_numbers"])) == [29, 46]
+    assert m.artifacts["structure_positions"].shape == (32, 3)
+    assert m.artifacts["structure_cell"].shape == (3, 3)
+    assert sorted(set(m.artifacts["structure_numbers"])) == [29, 46]
     assert "asap3" in m.provenance["simulator"] and "asap3" in m.provenance["versions"]
 
 

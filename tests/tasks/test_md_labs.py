@@ -169,7 +169,8 @@ def test_lj13_anneal_finds_the_global_minimum() -> None:
     assert task.score(best, {}) == pytest.approx(1.0, abs=3e-5)
     assert np.all(energies > CLUSTER_GLOBAL_MINIMA[13] - 1e-3)  # nothing below the minimum
     assert all(0.8 < task.score(m, {}) <= 1.0 for m in out)
-    assert best.artifacts["positions"].shape == (13, 3)
+    # the start, the end of each of the 40 stages and the quenched minimum
+    assert best.artifacts["structure_positions"].shape == (42, 13, 3)
     assert best.artifacts["schedule_t_T_U"].shape == (40, 3)
     assert best.artifacts["schedule_t_T_U"][0, 1] == pytest.approx(0.3)
 
