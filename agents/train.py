@@ -17,6 +17,12 @@ loop in plain sight (:func:`train`):
    optional KL to a frozen reference model passed explicitly;
 4. evaluate again, and write metrics, every training campaign (its seed and
    conditions) and record, and checkpoints into the run directory.
+
+Every metrics line carries the run's cumulative training compute so far
+(:class:`Compute`: CPU-seconds of generation, simulation and updates, and
+tokens), and with ``eval_every`` the policy is evaluated on the same fixed
+campaigns during training too, which is what ``labtwin eval --curve`` fits
+reward against compute with.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from labtwin.registry import short_id
 from labtwin.runs import RunStore
 from labtwin.tools import PROPOSE, SUBMIT, ChatLabEnv, format_tool_call, lab_tools
 
-__all__ = ["SeedStreams", "TrainConfig", "TrainResult", "train"]
+__all__ = ["Compute", "SeedStreams", "TrainConfig", "TrainResult", "train"]
 
 
 # ---- seeding, in one place -----------------------------------------------------------
@@ -115,6 +121,63 @@ class SeedStreams:
 
     def _one(self, *keys: int) -> int:
         return derive_seeds(self.seed, 1, *keys)[0]
+
+
+@dataclass
+class Compute:
+    """Cumulative compute of a training run, by phase.
+
+    CPU-seconds are ``time.process_time`` (every thread of this process; worker processes
+    of isolated labs and a vLLM engine process are not in it), wall seconds are
+    ``time.perf_counter``; on a GPU the wall seconds of a phase bound its GPU-seconds.
+    Generation is the policy's ``generate`` calls; simulation is the rest of a rollout
+    (the lab's simulator, parsing tool calls, rendering tool results); update is the
+    GRPO loss, backward pass, optimizer step and weight sync. ``tokens_generated`` counts
+    sampled tokens, ``tokens_trained`` the tokens through the update's forward pass
+    (prompt and completion of each kept episode). The warm start is counted apart: the
+    reward-vs-compute curve is about RL compute. A resumed run continues the counters of
+    the checkpoint it resumes from (steps run again after a crash are not counted twice).
+    """
+
+    generation_cpu_s: float = 0.0
+    simulation_cpu_s: float = 0.0
+    update_cpu_s: float = 0.0
+    generation_s: float = 0.0
+    simulation_s: float = 0.0
+    update_s: float = 0.0
+    tokens_generated: int = 0
+    tokens_trained: int = 0
+    warmstart_cpu_s: float = 0.0
+
+    @property
+    def cpu_s(self) -> float:
+        """GRPO CPU-seconds: generation + simulation + update."""
+        return self.generation_cpu_s + self.simulation_cpu_s + self.update_cpu_s
+
+    def metrics(self) -> dict[str, float]:
+        """``compute_<field>`` for every field, and ``compute_cpu_s`` (their GRPO total)."""
+        out = {f"compute_{k}": v for k, v in asdict(self).items()}
+        out["compute_cpu_s"] = self.cpu_s
+        return out
+
+
+class CPUTimed:
+    """A generation engine whose ``generate`` calls are timed in CPU-seconds (an observer:
+    everything else is the engine's own)."""
+
+    def __init__(self, generator: Any) -> None:
+        self.generator = generator
+        self.cpu_s = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.generator, name)
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        start = time.process_time()
+        try:
+            return self.generator.generate(*args, **kwargs)
+        finally:
+            self.cpu_s += time.process_time() - start
 
 
 @dataclass
@@ -232,7 +295,8 @@ def evaluate(
     streams: SeedStreams,
     gen_kwargs: dict[str, Any],
 ) -> dict[str, float]:
-    """Mean campaign reward and share of valid calls on the fixed evaluation campaigns."""
+    """Mean campaign reward, success rate and share of valid calls on the fixed evaluation
+    campaigns."""
     episodes, _ = run_episodes(
         generator,
         task,
@@ -244,17 +308,24 @@ def evaluate(
         seed=streams.eval_sampling(),
         generate_kwargs=gen_kwargs,
     )
-    return summarise(episodes)
+    return summarise(episodes, task)
 
 
-def summarise(episodes: list[Episode]) -> dict[str, float]:
+def summarise(episodes: list[Episode], task: labtwin.Task | None = None) -> dict[str, float]:
+    """Reward mean and std, share of valid calls, and (given the lab) the share of
+    campaigns that succeeded by the lab's predicate (:meth:`labtwin.Task.success`)."""
     measurements = [m for e in episodes for m in e.measurements]
     scores = [e.reward for e in episodes]
-    return {
+    out = {
         "reward_mean": float(np.mean(scores)),
         "reward_std": float(np.std(scores)),
         "valid_fraction": float(np.mean([m.status != "invalid" for m in measurements] or [0.0])),
     }
+    if task is not None:
+        out["success_rate"] = float(
+            np.mean([task.success(e.records, e.conditions) for e in episodes])
+        )
+    return out
 
 
 def warm_start(
@@ -398,6 +469,15 @@ def load_reference(run_dir: Path, policy: HFPolicy) -> torch.nn.Module:
     return model.to(policy.device).eval().requires_grad_(False)
 
 
+def save_warm_start(run_dir: Path, policy: HFPolicy) -> Path:
+    """The policy after the warm start, before GRPO (model and tokenizer), so that it can be
+    evaluated later (``labtwin eval``); a resume never reads it."""
+    path = run_dir / "checkpoints" / "warm_start"
+    policy.model.save_pretrained(path)
+    policy.tokenizer.save_pretrained(path)
+    return path
+
+
 def save_checkpoint(
     run_dir: Path, policy: HFPolicy, optimizer: torch.optim.Optimizer, step: int, extra: dict
 ) -> Path:
@@ -453,17 +533,25 @@ def train(cfg: TrainConfig) -> TrainResult:
         TimeElapsedColumn(),
     ]
     history: list[dict[str, Any]] = []
+    compute = Compute()
+
+    def log_eval(step: int, phase: str, result: dict[str, float]) -> None:
+        store.log_metrics(step, phase=phase, **_prefixed(result, "eval_"), **compute.metrics())
+
     with Progress(*columns, disable=not cfg.progress) as progress:
         if checkpoint is None:
             start_step = 0
             eval_before = evaluate(generator, task, cfg, streams, gen_kwargs)
-            store.log_metrics(0, phase="eval_untrained", **_prefixed(eval_before, "eval_"))
+            log_eval(0, "eval_untrained", eval_before)
             eval_warm = None
             if cfg.warmstart_steps:
+                cpu = time.process_time()
                 warm_start(policy, task, cfg, streams, progress)
+                compute.warmstart_cpu_s = time.process_time() - cpu
+                save_warm_start(run_dir, policy)
                 sync_generator(generator, policy)
                 eval_warm = evaluate(generator, task, cfg, streams, gen_kwargs)
-                store.log_metrics(0, phase="eval_warm_start", **_prefixed(eval_warm, "eval_"))
+                log_eval(0, "eval_warm_start", eval_warm)
             reference = save_reference(run_dir, policy) if cfg.kl_coef > 0 else None
         else:
             state = load_trainer_state(checkpoint)
@@ -473,14 +561,17 @@ def train(cfg: TrainConfig) -> TrainResult:
                 state["eval_before"],
                 state["eval_warm"],
             )
+            compute = Compute(**state.get("compute", {}))
             reference = load_reference(run_dir, policy) if cfg.kl_coef > 0 else None
 
         job = progress.add_task("GRPO", total=cfg.steps, completed=start_step)
         for step in range(start_step + 1, cfg.steps + 1):
             t0 = time.perf_counter()
+            cpu0 = time.process_time()
+            timed = CPUTimed(generator)
             store.context = {"train_step": step}
             episodes, timing = run_episodes(
-                generator,
+                timed,
                 task,
                 streams.train_campaigns(step, cfg.campaigns_per_step),
                 cfg.group_size,
@@ -492,12 +583,16 @@ def train(cfg: TrainConfig) -> TrainResult:
                 recorder=store,  # every campaign's seed and conditions, every record
                 first_campaign_id=(step - 1) * cfg.campaigns_per_step * cfg.group_size,
             )
+            for episode in episodes:  # each conversation, for the run viewer's transcripts
+                rewards = [r.reward for r in episode.records]
+                store.log_transcript(episode.campaign_id, episode.messages, rewards)
             rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float32)
             advantages = group_advantages(rewards, cfg.group_size, cfg.scale_std)
             keep = torch.ones_like(rewards, dtype=torch.bool)
             if cfg.drop_zero_variance:
                 keep = ~zero_variance_mask(rewards, cfg.group_size)
             t1 = time.perf_counter()
+            cpu1 = time.process_time()
             kept = [e for e, k in zip(episodes, keep.tolist()) if k]
             update = (
                 grpo_update(policy, reference, optimizer, kept, advantages[keep], cfg)
@@ -507,9 +602,17 @@ def train(cfg: TrainConfig) -> TrainResult:
             if kept:
                 sync_generator(generator, policy)
             t2 = time.perf_counter()
+            compute.generation_cpu_s += timed.cpu_s
+            compute.simulation_cpu_s += cpu1 - cpu0 - timed.cpu_s
+            compute.update_cpu_s += time.process_time() - cpu1
+            compute.generation_s += timing.generation_s
+            compute.simulation_s += t1 - t0 - timing.generation_s
+            compute.update_s += t2 - t1
+            compute.tokens_generated += timing.tokens_generated
+            compute.tokens_trained += sum(len(e.prompt_ids) + len(e.completion_ids) for e in kept)
 
             metrics = {
-                **summarise(episodes),
+                **summarise(episodes, task),
                 **update,
                 "groups_kept": int(keep.sum().item()) // cfg.group_size,
                 "tokens_per_s": timing.tokens_generated / max(timing.generation_s, 1e-9),
@@ -517,6 +620,7 @@ def train(cfg: TrainConfig) -> TrainResult:
                 "simulation_s": timing.simulation_s,
                 "optimisation_s": t2 - t1,
                 "simulation_share": timing.simulation_s / (t2 - t0),
+                **compute.metrics(),
             }
             store.log_metrics(step, phase="train", **metrics)
             if writer:
@@ -530,18 +634,26 @@ def train(cfg: TrainConfig) -> TrainResult:
                     f"GRPO  reward {metrics['reward_mean']:+.3f}  valid {metrics['valid_fraction']:.2f}"
                 ),
             )
+            if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
+                log_eval(
+                    step, "eval_checkpoint", evaluate(generator, task, cfg, streams, gen_kwargs)
+                )
             if step % cfg.checkpoint_every == 0 or step == cfg.steps:
                 save_checkpoint(
                     run_dir,
                     policy,
                     optimizer,
                     step,
-                    {"eval_before": eval_before, "eval_warm": eval_warm},
+                    {
+                        "eval_before": eval_before,
+                        "eval_warm": eval_warm,
+                        "compute": asdict(compute),
+                    },
                 )
         store.context = {}
 
         eval_after = evaluate(generator, task, cfg, streams, gen_kwargs)
-        store.log_metrics(cfg.steps, phase="eval_trained", **_prefixed(eval_after, "eval_"))
+        log_eval(cfg.steps, "eval_trained", eval_after)
     store.close()
     if writer:
         writer.close()

@@ -84,6 +84,8 @@ class TrainConfig:
     """learning rate of the warm start"""
     eval_campaigns: int = 32
     """fixed evaluation campaigns before and after training"""
+    eval_every: int = 0
+    """GRPO steps between evaluations during training, for reward vs compute (0: none)"""
     hidden_size: int = 64
     """tiny model: hidden size (a multiple of 8: 4 attention heads of even size)"""
     vocab_size: int = 1024
@@ -115,7 +117,7 @@ class TrainConfig:
         hints = field_types()
         for f in fields(self):
             _check_type(f.name, getattr(self, f.name), hints[f.name])
-        self._at_least(0, "steps", "warmstart_steps", "seed")
+        self._at_least(0, "steps", "warmstart_steps", "seed", "eval_every")
         if self.seed >= 2**32:  # one 32-bit word of the seed streams' SeedSequence
             raise ValueError(f"seed must be below 2**32, got {self.seed}")
         self._at_least(1, "campaigns_per_step", "budget", "micro_batch_size", "max_new_tokens")
@@ -165,9 +167,10 @@ def field_types() -> dict[str, Any]:
     return get_type_hints(TrainConfig)
 
 
-def field_help() -> dict[str, str]:
-    """The docstring line under each field, by field name (the command line's help)."""
-    source = textwrap.dedent(inspect.getsource(TrainConfig))
+def field_help(config: type = TrainConfig) -> dict[str, str]:
+    """The docstring line under each field of a config dataclass (default
+    :class:`TrainConfig`), by field name (the command line's help)."""
+    source = textwrap.dedent(inspect.getsource(config))
     body = ast.parse(source).body[0].body
     docs = {}
     for node, after in zip(body, body[1:]):

@@ -279,6 +279,183 @@ train_command.__signature__ = _train_signature()  # type: ignore[attr-defined]
 app.command("train")(train_command)
 
 
+# ---- eval: pass@k, sample efficiency, hack rate; reward vs compute; comparing recipes ----
+
+
+def _eval_default(name: str) -> Any:
+    """An EvalConfig field's default (the one source of the evaluation's defaults)."""
+    from labtwin.agents.evaluation.config import EvalConfig
+
+    return getattr(EvalConfig, name)
+
+
+def _eval_help(name: str) -> str:
+    from labtwin.agents.evaluation.config import eval_field_help
+
+    return escape(eval_field_help()[name])
+
+
+@app.command("eval")
+def eval_command(
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(help="a training run or a checkpoint folder in one; with --compare, runs"),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="'tiny' (the untrained tiny model) or a local Hugging Face model folder"),
+    ] = None,
+    task: Annotated[str | None, typer.Option(help="lab id (default: the run's)")] = None,
+    checkpoint: Annotated[
+        str | None, typer.Option(help="the run's checkpoint to evaluate (default: the latest)")
+    ] = None,
+    agents: Annotated[
+        str | None,
+        typer.Option(
+            help="comma-separated: untrained, warm_start, trained, model, random, cmaes, bo "
+            "(default: all that apply)"
+        ),
+    ] = None,
+    campaigns: Annotated[int, typer.Option(help=_eval_help("campaigns"))] = _eval_default(
+        "campaigns"
+    ),
+    samples: Annotated[int, typer.Option(help=_eval_help("samples"))] = _eval_default("samples"),
+    hack_samples: Annotated[int, typer.Option(help=_eval_help("hack_samples"))] = _eval_default(
+        "hack_samples"
+    ),
+    budget: Annotated[int | None, typer.Option(help=_eval_help("budget"))] = None,
+    seed: Annotated[int, typer.Option(help=_eval_help("seed"))] = _eval_default("seed"),
+    batch_campaigns: Annotated[
+        int, typer.Option(help=_eval_help("batch_campaigns"))
+    ] = _eval_default("batch_campaigns"),
+    threads: Annotated[int, typer.Option(help=_eval_help("threads"))] = _eval_default("threads"),
+    records: Annotated[bool, typer.Option(help=_eval_help("records"))] = _eval_default("records"),
+    out: Annotated[
+        Path | None,
+        typer.Option(help="output folder (default <run>/eval) or, with --compare, HTML file"),
+    ] = None,
+    overwrite: Annotated[bool, typer.Option(help="replace an earlier evaluation in --out")] = False,
+    curve: Annotated[
+        bool, typer.Option("--curve", help="fit reward against the run's training compute")
+    ] = False,
+    compute: Annotated[
+        str,
+        typer.Option(
+            help="--curve's compute axis: cpu_s, generation_cpu_s, tokens_generated, "
+            "tokens_trained, wall_s"
+        ),
+    ] = "cpu_s",
+    metric: Annotated[
+        str, typer.Option(help="what --curve fits: reward_mean or success_rate")
+    ] = "reward_mean",
+    compare: Annotated[
+        bool, typer.Option("--compare", help="an HTML page comparing the runs' recipes")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the results as JSON")] = False,
+    progress: Annotated[bool, typer.Option(help="say which agent runs")] = True,
+) -> None:
+    """Evaluate agents on held-out campaigns: pass@k, pass^k, sample efficiency, hack rate.
+
+    RUN: a training run's untrained, warm-started and trained policies, and the baselines.
+    --model: a model on --task. --curve: reward against a run's training compute.
+    --compare: an HTML page comparing the recipes and metrics of runs.
+    """
+    paths = list(paths or [])
+    if curve and compare:
+        _fail("choose one of --curve and --compare")
+    if compare:
+        from labtwin.agents.evaluation.report import write_compare
+
+        if not paths:
+            _fail("--compare needs the runs to compare")
+        from time import strftime
+
+        target = out or Path("runs") / f"compare-{strftime('%Y%m%d-%H%M%S')}.html"
+        try:
+            written = write_compare(paths, target)
+        except FileNotFoundError as err:
+            _fail(str(err))
+        if as_json:
+            print(json.dumps({"report": str(written), "runs": [str(p) for p in paths]}))
+        else:
+            console.print(f"comparison written to [bold]{escape(str(written))}[/]")
+        return
+    if len(paths) > 1:
+        _fail("give one run (several only with --compare)")
+    if curve:
+        from labtwin.agents.evaluation.scaling import fit_run
+
+        if not paths:
+            _fail("--curve needs a training run")
+        try:
+            points, fit, reason = fit_run(paths[0], compute, metric, out)
+        except (FileNotFoundError, ValueError) as err:
+            _fail(str(err))
+        where = (out or paths[0] / "eval").resolve()
+        if as_json:
+            print((where / "curve.json").read_text())
+            return
+        table = Table(title=f"{metric} against {compute} · {len(points.step)} evaluations")
+        for col in ("parameter", "value", "standard error"):
+            table.add_column(col)
+        if fit is not None:
+            table.add_row("A (ceiling)", f"{fit.A:.4f}", f"{fit.sigma['A']:.4f}")
+            table.add_row("B (efficiency)", f"{fit.B:.3f}", f"{fit.sigma['B']:.3f}")
+            low, high = fit.C_mid_range
+            table.add_row("C_mid", f"{fit.C_mid:.4g}", f"1 sigma: {low:.4g} .. {high:.4g}")
+            table.add_row("R0", f"{fit.R0:.4f}", f"{fit.sigma['R0']:.4f}")
+            console.print(table)
+            if fit.at_bound:
+                console.print(f"[yellow]at a bound of the fit: {', '.join(fit.at_bound)}[/]")
+        else:
+            console.print(f"[yellow]no fit: {escape(reason)}[/]")
+        console.print(f"curve written to [bold]{escape(str(where))}[/] (reward_vs_compute.png)")
+        return
+
+    from labtwin.agents.evaluation.config import EvalConfig
+    from labtwin.agents.evaluation.driver import (
+        TABLE_COLUMNS,
+        evaluate_agents,
+        plan,
+        remove_evaluation,
+        table_rows,
+    )
+
+    names = [n.strip() for n in agents.split(",") if n.strip()] if agents else None
+    try:
+        ecfg = EvalConfig(
+            budget=budget,
+            campaigns=campaigns,
+            samples=samples,
+            hack_samples=hack_samples,
+            seed=seed,
+            batch_campaigns=batch_campaigns,
+            threads=threads,
+            records=records,
+        )
+        todo = plan(paths[0] if paths else None, model, task, checkpoint, names, ecfg, out)
+        if overwrite:
+            remove_evaluation(todo.out)
+        err_console = Console(stderr=True)
+        log = (lambda line: err_console.print(escape(line))) if progress else None
+        summary = evaluate_agents(todo.specs, todo.cfg, todo.ecfg, todo.out, log=log)
+    except (FileNotFoundError, FileExistsError, ValueError, KeyError) as err:
+        _fail(str(err.args[0]) if isinstance(err, KeyError) else str(err))
+    if as_json:
+        print(json.dumps(summary))
+        return
+    table = Table(
+        title=f"{summary['task']} · budget {summary['budget']} · {summary['campaigns']} held-out "
+        f"campaigns x {summary['samples']} samples (K = {summary['samples']})"
+    )
+    for col in TABLE_COLUMNS:
+        table.add_column(col)
+    for row in table_rows(summary):
+        table.add_row(*(escape(cell) for cell in row))
+    console.print(table)
+    console.print(f"evaluation written to [bold]{escape(str(todo.out))}[/] (summary.json, PNGs)")
+
+
 def _coerce(text: str, hint: Any) -> Any:
     """A ``--set`` value as its field's type; ValueError (one line) if it is not one.
 

@@ -152,7 +152,12 @@ def anneal_and_quench(
 
 @register_task
 class LJClusterAnneal(Task):
-    """Anneal an LJ13 cluster into its global minimum (the Mackay icosahedron)."""
+    """Anneal an LJ13 cluster into its global minimum (the Mackay icosahedron).
+
+    Success: a score of at least 0.999 (``success_threshold``), a quenched energy within
+    0.1 % (0.044 epsilon) of the global minimum, so the global minimum itself: the next
+    minimum scores 0.936 (module doc).
+    """
 
     id = "LJClusterAnneal-v0"
     experiment_model = AnnealSchedule
@@ -302,7 +307,11 @@ the global-minimum energy (1 = global minimum found).
 @register_task
 class LJ38ClusterAnneal(LJClusterAnneal):
     """Anneal LJ38, whose global minimum (an FCC truncated octahedron) hides behind a large
-    funnel of icosahedral structures near -173.25 epsilon."""
+    funnel of icosahedral structures near -173.25 epsilon.
+
+    Success: a score of at least 0.975 (``success_threshold``), a quenched energy within
+    2.5 % of the global minimum (E <= -169.58 epsilon; module doc).
+    """
 
     id = "LJ38ClusterAnneal-v0"
     default_n_atoms = 38

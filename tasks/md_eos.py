@@ -280,7 +280,13 @@ def default_cutoff(n_atoms: int, max_density: float = DENSITY_RANGE[1]) -> float
 
 @register_task
 class LJEquationOfState(Task):
-    """Find the density at which an LJ isotherm reaches a target pressure."""
+    """Find the density at which an LJ isotherm reaches a target pressure.
+
+    Success: a run on the isotherm scores at least 0.75 (``success_threshold``,
+    :meth:`success`): with a small error bar, a pressure measured within 0.76 tolerances
+    (tolerance 0.05 + 5 % of P_target) of the target at the isotherm's temperature (within
+    0.05 of it). A submitted density is scored but is no success by itself.
+    """
 
     id = "LJEquationOfState-v2"
     experiment_model = EOSRun

@@ -86,7 +86,13 @@ class WaterRun(Experiment):
 
 @register_task
 class WaterDensity(Task):
-    """Reach a target TIP3P water density by choosing temperature and pressure."""
+    """Reach a target TIP3P water density by choosing temperature and pressure.
+
+    Success: a score of at least 0.6 (``success_threshold``), the closing confirmation's
+    too: with one experiment's error bar of 0.008-0.011 g/cm^3, a density read within
+    0.009-0.007 g/cm^3 of the target (tolerance 0.01 g/cm^3); a reading whose error bar
+    exceeds 0.0133 g/cm^3 cannot succeed, however close.
+    """
 
     id = "WaterDensity-v2"
     experiment_model = WaterRun
