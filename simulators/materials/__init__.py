@@ -13,13 +13,35 @@
 - :mod:`~labtwin.simulators.materials.hull` — elemental references, formation energies and
   the energy above the convex hull with pymatgen's ``PhaseDiagram``;
 - :mod:`~labtwin.simulators.materials.alloy` — one measurement of a binary alloy: build,
-  relax, fit, place on the hull.
+  relax, fit, place on the hull;
+- :mod:`~labtwin.simulators.materials.emt_warp` — batched EMT in Warp kernels
+  (:mod:`._emt_kernels`): energies, forces, stresses and FIRE relaxations of many cells in
+  one launch, ``cuda`` or ``cpu``;
+- :mod:`~labtwin.simulators.materials.bulk` — cubic crystals (fcc metals, L1_2 alloys) on
+  the Warp engine: energy and pressure against lattice constant, the zero-pressure lattice
+  constant, converged Birch-Murnaghan references;
+- :mod:`~labtwin.simulators.materials.vacancy` — vacancy formation energies, many
+  relaxation protocols in one batch, and their dilute-limit reference.
 
-ASE, asap3 and pymatgen are imported inside the functions that use them.
+ASE, asap3, pymatgen and Warp are imported inside the functions that use them.
 """
 
 from labtwin.simulators.materials.alloy import AlloyResult, AlloySpec, measure_alloy
+from labtwin.simulators.materials.bulk import (
+    CUBIC_CRYSTALS,
+    cubic_cell,
+    evaluate_lattice_constants,
+    fit_birch_murnaghan,
+    reference_equation_of_state,
+    zero_pressure_lattice_constant,
+)
 from labtwin.simulators.materials.emt import EMT_ELEMENTS, emt_backend, make_calculator
+from labtwin.simulators.materials.emt_warp import (
+    CrystalBatch,
+    WarpEMT,
+    emt_evaluate,
+    relax_emt,
+)
 from labtwin.simulators.materials.eos import EOSResult, fit_equation_of_state
 from labtwin.simulators.materials.hull import (
     HullReference,
@@ -37,27 +59,47 @@ from labtwin.simulators.materials.structure import (
     remove_sites,
     supercell,
 )
+from labtwin.simulators.materials.vacancy import (
+    VacancyProtocol,
+    VacancyResult,
+    converged_formation_energy,
+    measure_vacancies,
+)
 
 __all__ = [
+    "CUBIC_CRYSTALS",
     "EMT_ELEMENTS",
     "LATTICES",
     "AlloyResult",
     "AlloySpec",
+    "CrystalBatch",
     "EOSResult",
     "HullReference",
     "RelaxResult",
     "Structure",
+    "VacancyProtocol",
+    "VacancyResult",
+    "WarpEMT",
+    "converged_formation_energy",
+    "cubic_cell",
     "decorate",
     "e_above_hull",
     "elemental_reference",
     "emt_backend",
+    "emt_evaluate",
+    "evaluate_lattice_constants",
+    "fit_birch_murnaghan",
     "fit_equation_of_state",
     "formation_energy_per_atom",
     "make_calculator",
     "measure_alloy",
+    "measure_vacancies",
     "prototype",
+    "reference_equation_of_state",
     "reference_hull",
     "relax",
+    "relax_emt",
     "remove_sites",
     "supercell",
+    "zero_pressure_lattice_constant",
 ]

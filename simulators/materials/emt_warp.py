@@ -476,9 +476,9 @@ class BatchRelaxResult:
 
 def relax_emt(
     structures: Sequence[Any] | CrystalBatch,
-    fmax: float = 0.01,
-    max_steps: int = 1000,
-    cell: bool = False,
+    fmax: float | Sequence[float] = 0.01,
+    max_steps: int | Sequence[int] = 1000,
+    cell: bool | Sequence[bool] = False,
     dtype: type = np.float64,
     device: str | None = None,
     cutoff: Cutoff = "ase",
@@ -490,13 +490,17 @@ def relax_emt(
 ) -> BatchRelaxResult:
     """Relax every cell's positions (and with ``cell`` its cell) with batched FIRE.
 
+    ``fmax``, ``max_steps`` and ``cell`` are one value for every cell or one per cell (a
+    batch of relaxations with different protocols is still one launch per step).
+
     Args:
         fmax: converged when every generalised force row is below this (eV/Å; module doc).
-        max_steps: FIRE iterations at most.
+        max_steps: FIRE iterations at most (0: evaluate only).
         dt_start, dt_max, max_step: FIRE's time steps and largest step of one row (ASE's
             defaults: 0.1, 1.0, 0.2 Å), unit masses.
-        check_every: iterations between convergence checks (a host sync). A cell found
-            converged stops moving, so its result does not depend on the batch.
+        check_every: iterations between convergence checks (a host sync); a cell is also
+            checked at its own ``max_steps``. A cell found converged (at the start too) or
+            out of steps stops moving, so its result does not depend on the batch.
         skin: neighbour-list skin, Å (:class:`WarpEMT`; the results do not depend on it).
     """
     from labtwin.simulators.md._fire_kernels import make_fire_kernels
@@ -506,6 +510,11 @@ def relax_emt(
     fire = make_fire_kernels(engine.scalar)
     s, n_sys, n_atoms = engine.scalar, engine.n_systems, engine.n_atoms
     batch = engine.batch
+    fmax_of = np.broadcast_to(np.asarray(fmax, dtype=np.float64), (n_sys,)).copy()
+    steps_of = np.broadcast_to(np.asarray(max_steps, dtype=np.int64), (n_sys,)).copy()
+    cell_of = np.broadcast_to(np.asarray(cell, dtype=bool), (n_sys,)).copy()
+    if np.any(steps_of < 0) or not np.all(fmax_of > 0):
+        raise ValueError("max_steps must be non-negative and fmax positive")
     counts = batch.atoms_per_system()
     start = batch.system_start()
     gen_start = (start + 3 * np.arange(n_sys + 1)).astype(np.int32)
@@ -524,7 +533,7 @@ def relax_emt(
     gen_sys_d = wp.array(gen_sys, dtype=wp.int32, device=dev)
     gen_start_d = wp.array(gen_start, dtype=wp.int32, device=dev)
     cell_factor = wp.array(counts.astype(dtype), dtype=s, device=dev)
-    relax_cell = wp.full(n_sys, int(bool(cell)), dtype=wp.int32, device=dev)
+    relax_cell = wp.array(cell_of.astype(np.int32), dtype=wp.int32, device=dev)
     cell0 = wp.clone(engine.cell)
     deform = wp.zeros(n_sys, dtype=engine.mat33, device=dev)
     dt_sys = wp.full(n_sys, s(dt_start), dtype=s, device=dev)
@@ -554,13 +563,28 @@ def relax_emt(
     while engine.grow_on_overflow():
         forces_at_xg(rebuild_all=True)
     n_steps = np.zeros(n_sys, dtype=np.int64)
-    done = generalised_fmax() < fmax
+    done = generalised_fmax() < fmax_of  # converged
+    stopped = done | (steps_of == 0)  # frozen: converged or out of steps
     steps = 0
     fire_state = (xg, vg, dt_sys, alpha, n_positive)
-    while steps < max_steps and not done.all():
+
+    def freeze() -> None:
+        # a zero FIRE step is a fixed point; frozen cells are no longer evaluated, so their
+        # forces and energies stay those of the frozen positions
+        step_size = dt_sys.numpy()
+        step_size[stopped] = 0
+        dt_sys.assign(step_size)
+        engine.active.assign((~stopped).astype(np.int32))
+
+    if stopped.any():
+        freeze()
+    while not stopped.all():
+        running = ~stopped
+        # every running cell's next check: the next multiple of check_every, or its last step
+        next_check = np.minimum((steps // check_every + 1) * check_every, steps_of)
+        target = int(next_check[running].min())
         saved = [wp.clone(a) for a in fire_state]
-        block = min(check_every, max_steps - steps)
-        for _ in range(block):
+        for _ in range(target - steps):
             engine._launch(
                 fire.fire_system,
                 n_sys,
@@ -589,16 +613,14 @@ def relax_emt(
                 wp.copy(a, b)
             forces_at_xg(rebuild_all=True)
             continue
-        steps += block
-        n_steps[~done] = steps
-        done = done | (generalised_fmax() < fmax)
-        if done.any():
-            # freeze converged cells (a zero FIRE step is a fixed point) and stop evaluating
-            # them: their forces and energies stay those of the frozen positions
-            step_size = dt_sys.numpy()
-            step_size[done] = 0
-            dt_sys.assign(step_size)
-            engine.active.assign((~done).astype(np.int32))
+        steps = target
+        n_steps[running] = steps
+        checked = running & ((steps % check_every == 0) | (steps == steps_of))
+        done = done | (checked & (generalised_fmax() < fmax_of))
+        newly = (done | (steps >= steps_of)) & running
+        if newly.any():
+            stopped = stopped | newly
+            freeze()
 
     result = engine.result()
     final = CrystalBatch(
@@ -613,6 +635,6 @@ def relax_emt(
         energy=result.energy,
         stress=result.stress,
         max_force=max_force,
-        converged=max_force < fmax,
+        converged=max_force < fmax_of,
         n_steps=n_steps,
     )
