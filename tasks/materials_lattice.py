@@ -54,6 +54,7 @@ from pydantic import BaseModel, Field
 
 from labtwin import Experiment, Measurement, ObservableSpec, Task, Value, knob, register_task
 from labtwin.experiment import Invalid
+from labtwin.frames import structure_panel
 from labtwin.simulators.materials.bulk import (
     CUBIC_CRYSTALS,
     crystal_description,
@@ -317,6 +318,4 @@ costs 4 atom-evaluations.
         ]
 
     def frame_panel(self, records, conditions):  # noqa: D102 (documented on Task)
-        from labtwin.frames import structure_panel
-
         return structure_panel(records, "no cell evaluated yet")

@@ -68,6 +68,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from labtwin import Experiment, Measurement, ObservableSpec, Task, Value, knob, register_task
+from labtwin.frames import structure_panel
 from labtwin.simulators.materials.emt import EMT_ELEMENTS
 from labtwin.simulators.materials.vacancy import (
     VacancyProtocol,
@@ -304,6 +305,4 @@ experiments spent: spend more than {COMPUTE_ALLOWANCE:g} k and the score falls.
         )
 
     def frame_panel(self, records, conditions):  # noqa: D102 (documented on Task)
-        from labtwin.frames import structure_panel
-
         return structure_panel(records, "no vacancy cell relaxed yet")
