@@ -17,7 +17,7 @@ interpolates P(a) = 0 between the two readings nearest zero pressure.
 The answer, the lattice constant a0 (Å) and the bulk modulus B (GPa), is scored against the
 lab's converged reference: a Birch-Murnaghan fit of 41 energies within ±0.25 % of the
 zero-pressure lattice constant (the root of the analytic pressure), where the fit agrees with
-that root to 1e-6 Å and with -V dP/dV to 0.05 % (tests). The score is
+that root to 1e-7 Å and with -V dP/dV to 0.03 % (tests). The score is
 
     exp(-((a - a0) / 0.002 Å)^2 / 2 - ((B - B0) / (0.02 B0))^2 / 2),
 
@@ -63,6 +63,7 @@ from labtwin.simulators.materials.bulk import (
     fit_birch_murnaghan,
     reference_equation_of_state,
 )
+from labtwin.simulators.materials.emt_warp import default_device
 from labtwin.structures import structure_artifacts
 from labtwin.task import AnalysisTool, package_versions
 
@@ -272,7 +273,7 @@ costs 4 atom-evaluations.
         points = evaluate_lattice_constants(names, a, device=self.device)
         provenance = {
             "simulator": "labtwin.simulators.materials.emt_warp (EMT, asap cutoff, float64)",
-            "device": self.device or "auto",
+            "device": self.device or default_device(),
             "versions": package_versions("warp-lang", "ase", "pymatgen"),
         }
         out = []

@@ -70,6 +70,7 @@ from pydantic import BaseModel, Field
 from labtwin import Experiment, Measurement, ObservableSpec, Task, Value, knob, register_task
 from labtwin.frames import structure_panel
 from labtwin.simulators.materials.emt import EMT_ELEMENTS
+from labtwin.simulators.materials.emt_warp import default_device
 from labtwin.simulators.materials.vacancy import (
     VacancyProtocol,
     VacancyResult,
@@ -268,7 +269,7 @@ experiments spent: spend more than {COMPUTE_ALLOWANCE:g} k and the score falls.
         provenance = {
             "simulator": "labtwin.simulators.materials.emt_warp (EMT, asap cutoff, float64), "
             "batched FIRE",
-            "device": self.device or "auto",
+            "device": self.device or default_device(),
             "versions": package_versions("warp-lang", "ase", "pymatgen"),
         }
         return [self._measurement(r, provenance) for r in self.measure_protocols(protocols)]

@@ -12,8 +12,9 @@ Tolerances (named once, here):
 - the reference against the analytic pressure: the root of P(a) within 1e-5 Å of the fitted
   minimum, -V dP/dV (central difference, 1e-4 strain) within 0.1 % of the fitted B (the
   Birch-Murnaghan form over ±0.25 % leaves a 4th-order residual of that size on Al and the
-  alloys, measured 1e-6 Å and 0.02 %);
-- converged: a fit over ±0.1 % agrees with the reference to 1e-5 Å and 0.1 %.
+  alloys; measured at most 7e-8 Å and 0.025 %);
+- converged: a fit over ±0.1 % agrees with the reference to 1e-5 Å and 0.1 % (measured
+  7e-8 Å and 0.02 %).
 """
 
 from __future__ import annotations
