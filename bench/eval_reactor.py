@@ -10,7 +10,7 @@
    ``--steps``, and random search, CMA-ES and Bayesian optimisation; pass@k, pass^k, sample
    efficiency and the hack rate on the impossible variant.
 3. Fit reward against GRPO compute over the run's evaluations.
-4. Copy the three figures to docs/images/ and print the tables for the docs.
+4. Write the three figures to docs/images/ and print the tables for the docs.
 
 A run that exists is reused (``--fresh`` starts over). On 2 shared CPU cores the training
 takes about ten minutes and the evaluation about as long.
@@ -27,6 +27,9 @@ import shutil
 import time
 from pathlib import Path
 
+import numpy as np
+
+from labtwin.agents.evaluation.compute_fit import fit_reward_curve
 from labtwin.agents.evaluation.config import EvalConfig
 from labtwin.agents.evaluation.driver import (
     AgentSpec,
@@ -107,10 +110,34 @@ def main() -> None:
     else:
         print(json.dumps(fit.to_dict() | {"chi2_per_dof": fit.chi2 / max(fit.dof, 1)}, indent=1))
     if not args.smoke:
-        IMAGES.mkdir(parents=True, exist_ok=True)
-        for name in ("pass_at_k", "efficiency", "reward_vs_compute"):
-            shutil.copy(out / f"{name}.png", IMAGES / f"eval_reactor_{name}.png")
-        print(f"figures copied to {IMAGES}")
+        write_figures(summary, run_dir)
+
+
+def write_figures(summary: dict, run_dir: Path) -> None:
+    """The docs' figures, from the evaluation's summary and the run's curve (80 dpi)."""
+    from labtwin.agents.evaluation.plots import plot_compute_fit, plot_efficiency, plot_pass_at_k
+    from labtwin.agents.evaluation.scaling import COMPUTE_AXES, METRICS
+
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    curve = json.loads((run_dir / "eval" / "curve.json").read_text())
+    points = curve["points"]
+    fit = fit_reward_curve(points["compute"], points["reward"], points["sigma"])
+    figures = {
+        "pass_at_k": plot_pass_at_k(summary),
+        "efficiency": plot_efficiency(summary),
+        "reward_vs_compute": plot_compute_fit(
+            np.array(points["compute"]),
+            np.array(points["reward"]),
+            np.array(points["sigma"]),
+            fit,
+            COMPUTE_AXES[curve["compute"]],
+            METRICS[curve["metric"]],
+            title=f"{curve['task']} · {curve['eval_campaigns']} evaluation campaigns",
+        ),  # fmt: skip
+    }
+    for name, figure in figures.items():
+        figure.savefig(IMAGES / f"eval_reactor_{name}.png", dpi=80)
+    print(f"figures written to {IMAGES}")
 
 
 if __name__ == "__main__":

@@ -465,14 +465,14 @@ def write_outputs(summary: dict[str, Any], out: Path) -> None:
 
 TABLE_COLUMNS = (
     "agent", "pass@1", "pass@K", "pass^K", "reward", "valid", "cost", "AUC exp", "AUC cost",
-    "hack rate",
+    "hacks",
 )  # fmt: skip
 #: what the columns mean (docs/evaluation.md says more)
 TABLE_NOTES = (
     "pass@K and pass^K at K = samples; reward: mean campaign reward ± its standard error; "
     "valid: share of valid calls; cost: mean per campaign; AUC exp / AUC cost: areas of the "
-    "sample-efficiency curves against experiments and cost; hack rate: successes on the "
-    "impossible variant"
+    "sample-efficiency curves against experiments and cost; hacks: successes of the campaigns "
+    "on the impossible variant"
 )
 
 

@@ -9,21 +9,21 @@ from matplotlib.figure import Figure
 
 from labtwin.agents.evaluation.compute_fit import ComputeFit
 
-#: one colour and line style per agent name, so figures of different runs agree
-STYLES = {
-    "untrained": ("C7", "-"),
-    "warm_start": ("C1", "-"),
-    "trained": ("C3", "-"),
-    "model": ("C3", "-"),
-    "random": ("C0", "--"),
-    "cmaes": ("C2", "--"),
-    "bo": ("C4", "--"),
-}
+#: baselines keep one colour each, so that figures of different evaluations agree; policies
+#: are solid lines in the order they were evaluated
+BASELINE_COLOURS = {"random": "C0", "cmaes": "C2", "bo": "C4"}
+POLICY_COLOURS = ("C7", "C1", "C3", "C5", "C6", "C8", "C9")
 
 
-def _style(name: str, index: int) -> dict[str, Any]:
-    color, line = STYLES.get(name, (f"C{index % 10}", "-"))
-    return {"color": color, "linestyle": line}
+def _styles(agents: list[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    out, policies = {}, 0
+    for name, agent in agents:
+        if agent.get("kind") == "baseline":
+            out[name] = {"color": BASELINE_COLOURS.get(name, "C9"), "linestyle": "--"}
+        else:
+            out[name] = {"color": POLICY_COLOURS[policies % len(POLICY_COLOURS)], "linestyle": "-"}
+            policies += 1
+    return out
 
 
 def _evaluated(summary: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -42,11 +42,12 @@ def plot_pass_at_k(summary: dict[str, Any]) -> Figure:
     error over campaigns as a band."""
     fig = Figure(figsize=(10, 4.2), dpi=100)
     axes = fig.subplots(1, 2)
-    for index, (name, agent) in enumerate(_evaluated(summary)):
+    styles = _styles(_evaluated(summary))
+    for name, agent in _evaluated(summary):
         for ax, key in zip(axes, ("pass_at_k", "pass_hat_k")):
             k = np.array(agent[key]["k"])
             mean, sem = np.array(agent[key]["mean"]), np.array(agent[key]["sem"])
-            style = _style(name, index)
+            style = styles[name]
             ax.plot(k, mean, label=name, lw=2, **style)
             ax.fill_between(k, mean - sem, mean + sem, color=style["color"], alpha=0.15, lw=0)
     for ax, label in zip(axes, ("pass@k (any of k succeeds)", "pass^k (all k succeed)")):
@@ -63,8 +64,9 @@ def plot_efficiency(summary: dict[str, Any]) -> Figure:
     """Mean best score against experiments spent (left) and against cost (right)."""
     fig = Figure(figsize=(10, 4.2), dpi=100)
     left, right = fig.subplots(1, 2)
-    for index, (name, agent) in enumerate(_evaluated(summary)):
-        style = _style(name, index)
+    styles = _styles(_evaluated(summary))
+    for name, agent in _evaluated(summary):
+        style = styles[name]
         curve = agent["experiments_curve"]
         x, y = np.array(curve["experiments"]), np.array(curve["best_mean"])
         sem = np.array(curve["best_sem"])

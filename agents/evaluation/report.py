@@ -87,7 +87,7 @@ def metric_rows(runs: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
             f"training eval: {phase[5:]} valid calls",
             lambda r, p=phase: r["train"][p]["valid_fraction"],
         )
-    agents = sorted({a for r in runs if r["eval"] for a in r["eval"]["agents"]})
+    agents = list(dict.fromkeys(a for r in runs if r["eval"] for a in r["eval"]["agents"]))
     for agent in agents:
         base = lambda r, a=agent: r["eval"]["agents"][a]  # noqa: E731
         add(f"held-out {agent}: pass@1", lambda r, b=base: b(r)["pass_at_k"]["mean"][0])

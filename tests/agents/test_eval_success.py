@@ -29,13 +29,15 @@ def reading(
     task: labtwin.Task, values: dict[str, float], experiment: dict[str, Any]
 ) -> Measurement:
     """An ``ok`` measurement of every declared observable (the given values, 0 elsewhere);
-    a value may be ``(value, uncertainty)``."""
+    a value may be ``(value, uncertainty)``; ``_cost`` is its cost (default 1)."""
+    values = dict(values)
+    cost = float(values.pop("_cost", 1.0))
     observables = {}
     for spec in task.observables:
         value = values.get(spec.name, 0.0)
         value, error = value if isinstance(value, tuple) else (value, 0.0)
         observables[spec.name] = Value(float(value), spec.unit, float(error))
-    return Measurement("ok", observables, cost=1.0, experiment=dict(experiment))
+    return Measurement("ok", observables, cost=cost, experiment=dict(experiment))
 
 
 def campaign(
@@ -191,7 +193,38 @@ def synthesis():
     return task, c, ok, [near_miss]
 
 
+def lattice():
+    task = labtwin.load_task("LatticeConstant-v0")
+    c = {"crystal": "Cu", "crystal_index": 1, "reference_lattice_constant_A": 3.59,
+         "reference_bulk_modulus_GPa": 135.0}  # fmt: skip
+    # exp(-(da / 0.002 A)^2 / 2 - (dB / (2 % of B0))^2 / 2) >= exp(-1/2): inside the ellipse
+    run = ("experiment", {"pressure_GPa": 0.1}, {"lattice_constant_A": 3.6})
+
+    def answer(f: float) -> Step:
+        a, b = 3.59 + f * 0.002, 135.0 * (1 + f * 0.02)
+        return ("answer", {}, {"lattice_constant_A": a, "bulk_modulus_GPa": b})
+
+    ok = campaign(task, c, [run, answer(0.7)])  # 0.49 of the ellipse's e-fold
+    off = campaign(task, c, [run, answer(0.72)])  # 0.518: just outside
+    return task, c, ok, [off, campaign(task, c, [run])]
+
+
+def vacancy():
+    task = labtwin.load_task("VacancyFormation-v0")
+    c = task.conditions_of("Cu")
+    e_v = c["reference_formation_energy_eV"]
+    # within 2 meV (one tolerance), and no more than 30 k atom-evaluations spent before it
+    cheap = ("experiment", {"vacancy_formation_energy_eV": e_v, "_cost": 10.0}, exp(0))
+    dear = ("experiment", {"vacancy_formation_energy_eV": e_v, "_cost": 60.0}, exp(1))
+    ok = campaign(task, c, [cheap, ("answer", {}, {"vacancy_formation_energy_eV": e_v + 0.0019})])
+    off = campaign(task, c, [cheap, ("answer", {}, {"vacancy_formation_energy_eV": e_v + 0.0021})])
+    costly = campaign(task, c, [dear, ("answer", {}, {"vacancy_formation_energy_eV": e_v})])
+    return task, c, ok, [off, costly]
+
+
 CASES: dict[str, Callable] = {
+    "LatticeConstant-v0": lattice,
+    "VacancyFormation-v0": vacancy,
     "BatchReactor-v1": lambda: reactor("BatchReactor-v1"),
     "ReactorProtocol-v1": lambda: reactor("ReactorProtocol-v1"),
     "ArrheniusFit-v1": arrhenius,
@@ -252,3 +285,19 @@ def test_success_at_the_edges_of_the_tolerance(lab: str) -> None:
     if task.success_threshold is not None:
         best = max(r.score for r in passing if r.score is not None)
         assert best >= task.success_threshold
+
+
+def test_the_docs_table_states_each_labs_threshold() -> None:
+    """docs/evaluation.md's table of predicates says what the labs' code says."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "evaluation.md").read_text()
+    for lab in CASES:
+        rows = [line for line in text.splitlines() if line.startswith(f"| {lab} |")]
+        assert len(rows) == 1, f"docs/evaluation.md: no row (or several) for {lab}"
+        task = labtwin.load_task(lab)
+        if task.success_threshold is None:
+            assert "its own predicate" in rows[0]
+            continue
+        assert f">= {task.success_threshold:.3g}" in rows[0], (lab, rows[0])
+        assert ("confirmed" in rows[0]) == task.confirms_best, (lab, rows[0])
