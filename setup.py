@@ -19,7 +19,11 @@ for package, folder in FOLDERS.items():
     packages.append(package)
     packages += [f"{package}.{sub}" for sub in find_packages(folder)]
 
-# data files shipped inside the packages (the synthesis lab's building-block stock)
-PACKAGE_DATA = {"labtwin.tasks": ["data/*.csv"]}
+# data files shipped inside the packages (the synthesis lab's building-block stock; the
+# viewer's vendored JavaScript, CSS and their licences)
+PACKAGE_DATA = {
+    "labtwin.tasks": ["data/*.csv"],
+    "labtwin.rendering": ["assets/*", "assets/*/*"],
+}
 
 setup(packages=packages, package_dir=FOLDERS, package_data=PACKAGE_DATA)

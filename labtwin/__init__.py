@@ -13,7 +13,7 @@ Core nouns (see docs/concepts.md):
 ``labtwin/<Name>-v<N>``.
 """
 
-from labtwin import runs
+from labtwin import display, runs
 from labtwin.campaign import Campaign, CampaignBatch, Record, replay
 from labtwin.env import LabEnv
 from labtwin.experiment import (
@@ -61,4 +61,6 @@ __all__ = [
     "tool_schema",
 ]
 
+# in a notebook these show themselves (HTML from the labtwin.html entry point: labtwin.rendering)
+display.install(runs.Run, Campaign, Measurement, Task)
 discover()

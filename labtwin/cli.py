@@ -512,6 +512,45 @@ def plot_command(
     console.print(f"plot written to [bold]{path}[/]")
 
 
+@app.command("view")
+def view_command(
+    run: Annotated[Path, typer.Argument(help="run directory, or a folder of runs")] = Path("runs"),
+    port: Annotated[int, typer.Option(min=0, max=65535, help="port (0: a free one)")] = 8765,
+    host: Annotated[str, typer.Option(help="address to bind (default: this machine only)")] = (
+        "127.0.0.1"
+    ),
+    open_browser: Annotated[
+        bool, typer.Option("--open", help="open the page in a browser")
+    ] = False,
+) -> None:
+    """Serve a live web view of a run (campaigns, training, 3D structures, transcripts)."""
+    from labtwin.rendering.viewer import serve
+
+    if not run.is_dir():
+        _fail(f"{run} is not a folder")
+    try:
+        serve(run, host=host, port=port, open_browser=open_browser)
+    except OSError as err:  # the port is taken
+        _fail(f"cannot serve on {host}:{port}: {err.strerror or err}")
+
+
+@app.command("report")
+def report_command(
+    run: Annotated[Path, typer.Argument(help="run directory")],
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="HTML path (default <run>/report.html)")
+    ] = None,
+) -> None:
+    """Write one self-contained HTML file of a run that opens from disk, offline."""
+    from labtwin.rendering.report import write_report
+
+    try:
+        path = write_report(run, out)
+    except FileNotFoundError as err:
+        _fail(str(err))
+    console.print(f"report written to [bold]{path}[/]")
+
+
 def _first_sentence(doc: str) -> str:
     paragraph = " ".join(doc.strip().split("\n\n")[0].split())
     return paragraph.split(". ")[0].rstrip(".") + "." if paragraph else ""

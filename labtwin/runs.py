@@ -8,6 +8,8 @@ Layout of a run directory::
     records.jsonl        one line per record (campaign, step, kind, proposal, measurement,
                          score, reward), plus the run's context (e.g. the training step)
     metrics.jsonl        one line per training step or evaluation
+    transcripts.jsonl    per LLM campaign, where a trainer logs them: the conversation (system
+                         brief, replies, parsed tool calls, tool results) and each turn's reward
     artifacts/           arrays (trajectories, time courses) as .npy files
 
 A :class:`RunStore` is an observer of the campaign engine
@@ -44,6 +46,8 @@ from labtwin.measurement import Measurement, to_jsonable
 from labtwin.task import Task
 
 _STREAMS = ("campaigns", "records", "metrics")
+#: written only by runs that have conversations (opened on the first line)
+_LAZY_STREAMS = ("transcripts",)
 
 
 def _mend_tail(path: Path) -> None:
@@ -95,6 +99,9 @@ class RunStore:
             self._files[name] = open(self.path / f"{name}.jsonl", "a", encoding="utf-8")
 
     def _append(self, stream: str, line: dict[str, Any]) -> None:
+        if stream not in self._files:  # a lazy stream's first line
+            _mend_tail(self.path / f"{stream}.jsonl")
+            self._files[stream] = open(self.path / f"{stream}.jsonl", "a", encoding="utf-8")
         f = self._files[stream]
         f.write(json.dumps(to_jsonable(line), allow_nan=False) + "\n")
         f.flush()
@@ -149,6 +156,15 @@ class RunStore:
 
     def log_metrics(self, step: int, **metrics: Any) -> None:
         self._append("metrics", {"step": step, "time": time.time(), **metrics})
+
+    def log_transcript(
+        self, campaign: int, messages: list[dict[str, Any]], rewards: list[float], **extra: Any
+    ) -> None:
+        """One LLM campaign's conversation: OpenAI-format ``messages`` (system brief, user turn,
+        then per reply an assistant message, with its parsed ``tool_calls``, and the tool
+        result) and ``rewards``, one per reply; ``extra`` and the context are merged in."""
+        line = {"campaign": campaign, "uid": self._uids.get(campaign), "messages": messages}
+        self._append("transcripts", {**line, "rewards": rewards, **extra, **self.context})
 
     def close(self) -> None:
         for f in self._files.values():
@@ -216,6 +232,8 @@ class Run:
     skipped_lines: int = 0
     #: records of campaign attempts that a resumed run ran again (not in ``records``)
     superseded: int = 0
+    #: campaign id -> its ``transcripts.jsonl`` line (LLM campaigns whose trainer logged them)
+    transcripts: dict[int, dict[str, Any]] = field(default_factory=dict)
     _index: dict[int, list[Record]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -277,6 +295,7 @@ def load(path: str | os.PathLike) -> Run:
     lines, skipped = _read_jsonl(path / "records.jsonl")
     campaign_lines, skipped_c = _read_jsonl(path / "campaigns.jsonl")
     metrics, skipped_m = _read_jsonl(path / "metrics.jsonl")
+    transcript_lines, skipped_t = _read_jsonl(path / "transcripts.jsonl")
     campaigns: dict[int, CampaignInfo] = {}
     for line in campaign_lines:
         c = int(line["campaign"])
@@ -288,6 +307,11 @@ def load(path: str | os.PathLike) -> Run:
             campaigns[c].end = line
     current = {c: info.start.get("uid") for c, info in campaigns.items()}
     kept = [r for r in lines if r.get("uid") == current.get(int(r["campaign"]), r.get("uid"))]
+    transcripts = {
+        int(t["campaign"]): t
+        for t in transcript_lines
+        if t.get("uid") == current.get(int(t["campaign"]), t.get("uid"))
+    }
     return Run(
         path=path,
         config=json.loads(config_file.read_text()),
@@ -296,5 +320,6 @@ def load(path: str | os.PathLike) -> Run:
         superseded=len(lines) - len(kept),
         campaigns=campaigns,
         metrics=metrics,
-        skipped_lines=skipped + skipped_c + skipped_m,
+        transcripts=transcripts,
+        skipped_lines=skipped + skipped_c + skipped_m + skipped_t,
     )
