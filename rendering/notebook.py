@@ -31,7 +31,7 @@ from labtwin.task import Task
 
 #: iframe heights in pixels
 RUN_HEIGHT = 900
-MEASUREMENT_HEIGHT = 560
+MEASUREMENT_HEIGHT = 440
 
 
 def html(obj: Any) -> str | None:

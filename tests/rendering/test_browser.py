@@ -114,9 +114,12 @@ def test_charts_show_the_recorded_values(watched, server, viewer_root) -> None:
 
 def test_training_metrics_are_charted_named_ones_first(watched, server) -> None:
     open_run(watched, "train-chat")
-    names = watched.page.evaluate(
+    charts = watched.page.evaluate(
         "() => [...document.querySelectorAll('#metric-grid .chart')].map(c => c.dataset.chart)"
     )
+    names = [c for c in charts if c.startswith("metric:")]
+    evals = watched.page.evaluate("() => window.labtwin.charts['eval:eval_reward_mean'].data")
+    assert evals == [[0, 3], [0.1, 0.4]]  # the evaluations before and after, as a curve
     assert names[:5] == [
         "metric:reward_mean",
         "metric:kl",

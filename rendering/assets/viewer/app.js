@@ -229,10 +229,11 @@
     const keyed = new Map(records.map((r) => [recordKey(r), r]));
     if (state.selected && !keyed.has(state.selected)) state.selected = null;
     renderHeader(records);
-    renderSummary(records);
+    const stats = campaignStats(records);
+    renderSummary(records, stats);
     renderTraining();
-    renderCampaignCharts(records);
-    renderCampaignTable(records);
+    renderCampaignCharts(records, stats);
+    renderCampaignTable(stats);
     renderRecordTable(records);
     renderSelection(keyed.get(state.selected) || null);
     api.ready = state.mode === "inline" || state.synced;
@@ -263,13 +264,14 @@
       let s = stats.get(r.campaign);
       if (!s) {
         s = { id: r.campaign, group: groupOf(r), spent: 0, cost: 0, unit: "", best: null, reward: 0,
-          records: 0, invalid: 0, bestKey: null, lastKey: null, curve: [] };
+          records: 0, invalid: 0, bestKey: null, lastKey: null, curve: [], answered: false };
         stats.set(r.campaign, s);
       }
       const m = r.measurement || {};
       s.records += 1;
       if (r.kind !== "analysis") s.spent += 1;
       if (m.status === "invalid") s.invalid += 1;
+      if (r.kind === "answer" && m.status === "ok") s.answered = true;
       s.cost += Number(m.cost) || 0;
       if (m.cost_unit) s.unit = m.cost_unit;
       s.reward += Number(r.reward) || 0;
@@ -292,8 +294,7 @@
     return h("div", { class: "kv", id: id || null }, h("span", { class: "k" }, label), h("span", { class: "v" }, value));
   }
 
-  function renderSummary(records) {
-    const stats = campaignStats(records);
+  function renderSummary(records, stats) {
     const c = state.config;
     const count = (kind) => records.filter((r) => r.kind === kind).length;
     const cost = stats.reduce((a, s) => a + s.cost, 0);
@@ -462,7 +463,7 @@
     return groups.map((g, i) => ({ label: g, color: COLORS[i % COLORS.length], points: true, line: false }));
   }
 
-  function renderCampaignCharts(records) {
+  function renderCampaignCharts(records, stats) {
     const box = el.campaignCharts;
     if (!box.querySelector("h2")) {
       el.observableSelect = h("select", { id: "observable-select", onchange: (e) => { state.observable = e.target.value; schedule(); } });
@@ -484,7 +485,6 @@
       series, data: [xs, ...ys], keys, onclick: (idx) => select(keys[idx]) });
 
     // best score so far against experiments spent, mean over each group's campaigns
-    const stats = campaignStats(records);
     const longest = Math.max(0, ...stats.map((s) => s.curve.length));
     const steps = Array.from({ length: longest }, (_, i) => i + 1);
     const means = groups.map((g) => steps.map((_, i) => {
@@ -546,6 +546,16 @@
       fill(evalBox, h("h3", {}, "Evaluations"), table(["phase", ...cols], evals.map((m) => [String(m.phase), ...cols.map((k) => fmt(m[k]))]), "evals"));
     } else fill(evalBox);
     const grid = el.training.querySelector("#metric-grid");
+    // evaluations during training (the same fixed campaigns at several steps): their curves
+    const evalKeys = ["eval_reward_mean", "eval_success_rate", "eval_valid_fraction"];
+    if (evals.length > 1) {
+      const ordered = [...evals].sort((a, b) => a.step - b.step);
+      for (const k of evalKeys.filter((key) => ordered.some((m) => typeof m[key] === "number"))) {
+        chart("eval:" + k, grid, { title: k + " (evaluations)", xlabel: "step", ylabel: k, height: 150,
+          series: [{ label: k, color: COLORS[1], points: true, line: true }],
+          data: [ordered.map((m) => m.step), ordered.map((m) => (typeof m[k] === "number" ? m[k] : null))] });
+      }
+    }
     const { named, time, rest } = metricKeys(train);
     const steps = train.map((m) => m.step);
     const pick = (idx) => selectStep(steps[idx]);
@@ -572,8 +582,7 @@
     if (best) select(recordKey(best));
   }
 
-  function renderCampaignTable(records) {
-    const stats = campaignStats(records);
+  function renderCampaignTable(stats) {
     const rows = stats.map((s) => {
       const start = (state.campaigns.get(s.id) || {}).start || {};
       const budget = start.budget || state.config.budget || 0;
@@ -591,8 +600,7 @@
 
   function campaignState(s, budget) {
     if ((state.campaigns.get(s.id) || {}).end) return "ended";
-    const answered = currentRecords().some((r) => r.campaign === s.id && r.kind === "answer" && (r.measurement || {}).status === "ok");
-    return answered || (budget && s.spent >= budget) ? "budget spent" : "running";
+    return s.answered || (budget && s.spent >= budget) ? "budget spent" : "running";
   }
 
   function observablesText(m) {
