@@ -301,14 +301,15 @@ class NumericView:
 
     def to_experiment(self, action: np.ndarray) -> Experiment | Invalid:
         """Map a vector in ``[-1, 1]^d`` to an experiment; bad vectors are :class:`Invalid`."""
-        vector = np.asarray(action, dtype=np.float64).reshape(-1)
-        if vector.shape != (len(self.axes),):
+        vector = np.asarray(action, dtype=np.float64)
+        if vector.shape != (len(self.axes),):  # a 0-d or (1, d) array is no action either
             return Invalid(
-                f"action must have shape ({len(self.axes)},), got {vector.shape}", action
+                f"action must have shape ({len(self.axes)},), got {vector.shape}",
+                vector.tolist(),
             )
         if not np.all(np.isfinite(vector)):
             bad = [self.axes[i].name for i in np.flatnonzero(~np.isfinite(vector))]
-            return Invalid(f"action is not finite for {bad}", action.tolist())
+            return Invalid(f"action is not finite for {bad}", vector.tolist())
         tol = 1e-6  # float32 round-off at the boundary
         outside = np.flatnonzero((vector < -1 - tol) | (vector > 1 + tol))
         if outside.size:

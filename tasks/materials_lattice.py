@@ -53,7 +53,6 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from labtwin import Experiment, Measurement, ObservableSpec, Task, Value, knob, register_task
-from labtwin.experiment import Invalid
 from labtwin.frames import structure_panel
 from labtwin.simulators.materials.bulk import (
     CUBIC_CRYSTALS,
@@ -256,16 +255,6 @@ costs 4 atom-evaluations.
         )
 
     # ---- the lab -------------------------------------------------------------------
-
-    def parse(self, proposal: Any) -> Experiment | Invalid:
-        """As :meth:`Task.parse`, and an array that is not a vector (a 0-d array would
-        otherwise pass as the one number of this one-knob lab's numeric view) is invalid."""
-        if isinstance(proposal, np.ndarray) and proposal.ndim != 1:
-            return Invalid(
-                f"action must be a vector of shape (1,), got an array of shape {proposal.shape}",
-                proposal.tolist(),
-            )
-        return super().parse(proposal)
 
     def simulate(self, experiments, conditions, rngs):  # noqa: D102 (documented on Task)
         names = [c["crystal"] for c in conditions]
