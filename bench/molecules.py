@@ -24,7 +24,9 @@ the machine's speed reaches both. Prints min/median/max molecules per second ove
 rounds, the parallel/serial and recompute/cached ratios against the aims (1.8x on two
 processes, 1000x for a cache hit), the cores the workers had (their CPU-seconds, from
 ``/proc``, per wall-second of a round: on a shared machine, what the speed-up could be), and
-the caller's screening cost (parse, canonicalise, check: paid on every call, hit or miss).
+the caller's screening cost (parse, canonicalise, check: paid on a miss; a SMILES string
+seen before skips it through the engine's screening memo, which ``clear_cache`` empties, so
+a recompute round pays it).
 
 Checked: every molecule is measured ``ok``; every parallel, cached and repeated round equals
 the first serial round exactly (``MoleculeResult`` equality: every value bit for bit); a

@@ -4,6 +4,10 @@ timeout.
 ``MoleculePool(n_workers).map(function, jobs, timeout_s)`` runs ``function(job)`` for
 every job in the workers and returns one :class:`Outcome` per job, in order:
 
+- jobs are dispatched in the order given, or, with ``costs`` (an estimate per job),
+  costliest first (longest-processing-time-first: the big jobs start early and the
+  small ones fill in, so the workers finish together); ties keep the order given, and
+  the outcomes are in job order either way;
 - a job's clock starts when its worker has received it (a fresh worker's start-up and
   its ``initializer``, imports say, do not count; they have ``startup_timeout_s``);
 - a job that runs past ``timeout_s`` has its worker killed; the job is ``failed`` with
@@ -37,7 +41,7 @@ import threading
 import time
 import traceback
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,14 +105,25 @@ class MoleculePool:
         _POOLS.add(self)
 
     def map(
-        self, function: Callable[[Any], Any], jobs: list[Any], timeout_s: float
+        self,
+        function: Callable[[Any], Any],
+        jobs: list[Any],
+        timeout_s: float,
+        costs: Sequence[float] | None = None,
     ) -> list[Outcome]:
         """``function(job)`` for each job in the workers (``function`` must pickle by
-        reference: a module-level function)."""
+        reference: a module-level function); costliest job first where ``costs`` are
+        given (see the module docs)."""
+        jobs = list(jobs)
+        order = list(range(len(jobs)))
+        if costs is not None:
+            if len(costs) != len(jobs):
+                raise ValueError(f"{len(costs)} costs for {len(jobs)} jobs")
+            order.sort(key=lambda i: -costs[i])  # stable: ties keep the order given
         with self._lock:
             if self._owner_pid != os.getpid():  # a forked copy: the workers are not ours
                 self._idle, self._owner_pid = [], os.getpid()
-            return self._run(function, list(jobs), float(timeout_s))
+            return self._run(function, jobs, order, float(timeout_s))
 
     def worker_pids(self) -> list[int]:
         """Process ids of the idle workers (for tests that kill one from outside)."""
@@ -127,10 +142,12 @@ class MoleculePool:
 
     # ---- one batch ---------------------------------------------------------------------
 
-    def _run(self, function: Callable, jobs: list[Any], timeout_s: float) -> list[Outcome]:
+    def _run(
+        self, function: Callable, jobs: list[Any], order: list[int], timeout_s: float
+    ) -> list[Outcome]:
         outcomes: list[Outcome | None] = [None] * len(jobs)
         errors: list[tuple[int, BaseException, str]] = []
-        waiting = list(range(len(jobs)))[::-1]  # pop() takes the next job in order
+        waiting = order[::-1]  # pop() takes the next job in dispatch order
         busy: list[_Worker] = []
         try:
             while waiting or busy:
