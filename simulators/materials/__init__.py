@@ -21,7 +21,9 @@
   the Warp engine: energy and pressure against lattice constant, the zero-pressure lattice
   constant, converged Birch-Murnaghan references;
 - :mod:`~labtwin.simulators.materials.vacancy` — vacancy formation energies, many
-  relaxation protocols in one batch, and their dilute-limit reference.
+  relaxation protocols in one batch, and their dilute-limit reference;
+- :mod:`~labtwin.simulators.materials.surface` — (100), (110), (111) slabs (pymatgen's
+  ``SlabGenerator``) and their surface energies, many slabs relaxed in one batch.
 
 ASE, asap3, pymatgen and Warp are imported inside the functions that use them.
 """
