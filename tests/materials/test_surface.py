@@ -5,7 +5,7 @@ convergence in thickness, the facet ordering, and invalid input.
 Tolerances (named once, here):
 
 - slab energies and forces against ASE's EMT, both cutoff conventions: 1e-11 eV/atom and
-  1e-11 eV/Å (the same float64 closed form summed in another order; measured 4e-15 eV/atom,
+  1e-11 eV/Å (the same float64 closed form summed in another order; measured 5e-15 eV/atom,
   6e-14 eV/Å);
 - relaxed gamma against ASE's FIRE with ASE's EMT on the same slab, both to 1e-4 eV/Å:
   the two stop at different points below fmax, which moves the energy by about
