@@ -193,6 +193,7 @@ class MoleculeEngine:
         #: SMILES as written -> its screening (valid for ``_memo_limits``)
         self._memo: OrderedDict[str, Screened | MoleculeResult] = OrderedDict()
         self._memo_limits = settings.limits
+        self._token_of: tuple[MoleculeSettings, str] | None = None  # see _settings_token
         self._lock = threading.Lock()
         #: molecules measured in workers (not served from the cache); for tests and logs
         self.computed = 0
@@ -200,7 +201,17 @@ class MoleculeEngine:
         self.screened = 0
 
     def cache_key(self, canonical: str, kind: str) -> tuple:
-        return (canonical, kind, self.settings)
+        """The result cache's key: canonical SMILES, kind and every setting."""
+        return (canonical, kind, self._settings_token())
+
+    def _settings_token(self) -> str:
+        """``repr(self.settings)``, made once per settings object: settings of plain
+        values with equal reprs are equal, and a string keeps its hash, so a key's hash does
+        not walk the nested dataclasses on every hit (a third of a hit's cost)."""
+        settings = self.settings
+        if self._token_of is None or self._token_of[0] is not settings:
+            self._token_of = (settings, repr(settings))
+        return self._token_of[1]
 
     def screen(self, smiles: str) -> MoleculeResult | str:
         """The canonical SMILES of an acceptable molecule, or its ``invalid`` result

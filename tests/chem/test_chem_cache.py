@@ -164,4 +164,6 @@ def test_bad_smiles_give_the_same_invalid_reasons_from_the_memo(pair) -> None:
     finally:
         engine.settings = replace(engine.settings, limits=Limits())
     assert ok.ok and refused.status == "invalid" and "4 heavy atoms (at most 3)" in refused.reason
-    assert engine.measure(["CCCC"], "descriptors")[0] == ok
+    computed = engine.computed
+    assert engine.measure(["CCCC"], "descriptors")[0] == ok  # equal settings again: a hit
+    assert engine.computed == computed
