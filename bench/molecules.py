@@ -293,7 +293,7 @@ def main() -> None:
             f"{verdict(cache_gain >= CACHE_AIM)}); worker CPU per molecule "
             f"{statistics.median(t.serial_cpu) / n * 1e3:.1f} ms on 1 worker, "
             f"{statistics.median(t.parallel_cpu) / n * 1e3:.1f} ms on 2; a cache hit "
-            f"{statistics.median(t.cached) / n * 1e3:.2f} ms, screening alone (parse, "
+            f"{statistics.median(t.cached) / n * 1e6:.1f} µs, screening alone (parse, "
             f"canonicalise, check) {statistics.median(t.screening) / n * 1e3:.2f} ms"
         )
     print("Parallel, cached and repeated rounds equal the first serial round exactly.")
