@@ -5,7 +5,8 @@ page that opens from disk with networking off: the vendored 3Dmol.js and uPlot,
 the viewer's script, every JSONL line of the run, and the structures of its
 records. Structures are inlined up to :data:`MAX_STRUCTURE_NUMBERS` numbers in
 all (each campaign's best experiment first, then the rest in order); the page
-says how many were left out.
+says how many were left out. A run that ``labtwin eval`` evaluated carries its
+``eval/summary.json`` too (the page's Evaluation section).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from labtwin.rendering.viewer.reader import (
     RunReader,
     has_structure_paths,
     load_structure,
+    read_evaluation,
     structure_size,
 )
 
@@ -30,7 +32,8 @@ MAX_STRUCTURE_NUMBERS = 2_000_000
 def report_data(
     run: str | os.PathLike, max_structure_numbers: int = MAX_STRUCTURE_NUMBERS
 ) -> dict[str, Any]:
-    """Everything a report page shows: config, every stream's lines, the structures."""
+    """Everything a report page shows: config, every stream's lines, the structures, the
+    evaluation (None where the run has none)."""
     path = Path(run)
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"{path} is not a labtwin run (no config.json)")
@@ -43,6 +46,7 @@ def report_data(
         "lines": lines,
         "structures": structures,
         "structures_omitted": omitted,
+        "evaluation": read_evaluation(path),
         "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
 

@@ -6,11 +6,15 @@ Routes (``<run>`` is a run's folder name, as ``/api/runs`` lists it):
 ``/``                                  the page (``assets/viewer/app.js`` builds it)
 ``/assets/<path>``                     a packaged asset (vendored 3Dmol.js, uPlot; the app)
 ``/api/runs``                          the runs: the folder itself if it is a run, else its
-                                       subfolders that are
+                                       subfolders that are; after each, its evaluation
+                                       campaigns (``<run>:eval:<agent>``)
 ``/api/runs/<run>/events``             server-sent events: ``config``, then ``lines``
                                        (``{"stream", "lines"}``) for every batch of new
                                        JSONL lines, from the start and then live;
-                                       ``synced`` once the lines written before are sent
+                                       ``synced`` once the lines written before are sent;
+                                       ``evaluation`` (``eval/summary.json`` and the
+                                       evaluation campaigns' run names, or null) when
+                                       the run has one and whenever it changes
 ``/api/runs/<run>/structure?numbers=``  a record's structure (its artifact paths) as JSON
 ``/api/runs/<run>/files/<path>``       a file inside the run folder (downloads)
 =====================================  ===================================================
@@ -53,6 +57,7 @@ from starlette.routing import Route
 from labtwin.rendering.viewer.page import SERVED_CSP, asset_files, served_page
 from labtwin.rendering.viewer.reader import (
     STREAMS,
+    EvaluationWatch,
     RunReader,
     find_runs,
     load_structure,
@@ -169,7 +174,7 @@ def create_app(root: str | os.PathLike, hosts: list[str] | None = None, stop: An
             return PlainTextResponse("no such run", status_code=404)
         offsets = _parse_offsets(request.headers.get("last-event-id", ""))
         return StreamingResponse(
-            _event_stream(request, run, offsets, stop),
+            _event_stream(request, run, offsets, stop, request.path_params["run"]),
             media_type="text/event-stream",
             headers={"cache-control": "no-store", "x-accel-buffering": "no"},
         )
@@ -200,14 +205,18 @@ def _sse(event: str, data: Any, event_id: str | None = None) -> str:
     return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-async def _event_stream(request: Request, run: Path, offsets: dict[str, int], stop: Any):
+async def _event_stream(request: Request, run: Path, offsets: dict[str, int], stop: Any, name: str):
     """``config``, then every batch of new lines; the event id holds the offsets sent so far,
-    so a reconnecting browser (``Last-Event-ID``) resumes where it was."""
+    so a reconnecting browser (``Last-Event-ID``) resumes where it was. The run's evaluation
+    is sent whole on connecting (where it has one) and again whenever it changes."""
     reader = RunReader(run, offsets)
+    evaluation = EvaluationWatch(run, name)
     yield "retry: 1000\n\n"
     yield _sse("config", await run_in_threadpool(read_config, run))
     quiet, synced = 0.0, False
     while not stop.is_set():
+        if await run_in_threadpool(evaluation.poll):
+            yield _sse("evaluation", evaluation.evaluation)
         sent = reader.offsets
         batch = await run_in_threadpool(reader.poll)
         if any(t.restarted for t in reader.tails.values()):  # a file was replaced: start over

@@ -7,6 +7,11 @@ JSON object (a writer that lost only the newline; :func:`labtwin.runs.load`
 keeps such a line too), so a line the writer is still writing is never seen
 torn. A :class:`RunReader` tails every stream of one run.
 
+A run that ``labtwin eval`` evaluated holds ``eval/summary.json``;
+:class:`EvaluationWatch` reads it again whenever it changes, and its evaluation
+campaigns (``eval/campaigns/<agent>/``) are runs of their own, named
+``<run>:eval:<agent>`` (:func:`eval_run_name`).
+
 Structures are read with :func:`load_structure` from the artifact paths a
 record lists: every path must resolve (symlinks followed) to a ``.npy`` file
 inside the run's ``artifacts/`` folder, and arrays load with
@@ -30,6 +35,11 @@ STREAMS = ("campaigns", "records", "metrics", "transcripts")
 
 #: largest chunk one read takes from a file (a long run streams in several)
 READ_CHUNK = 4 << 20
+#: where an evaluation of a run (``labtwin eval``) writes its summary, and its campaigns
+EVAL_SUMMARY = Path("eval") / "summary.json"
+EVAL_CAMPAIGNS = Path("eval") / "campaigns"
+#: largest summary.json read (bytes); a larger one is shown as unreadable
+MAX_EVAL_BYTES = 32 << 20
 
 
 class JsonlTail:
@@ -124,20 +134,50 @@ def read_config(run: Path) -> dict[str, Any]:
 
 
 def find_runs(root: str | os.PathLike) -> dict[str, Path]:
-    """Run directories by name: ``root`` itself if it is a run, else its subfolders that are.
+    """Run directories by name: ``root`` itself if it is a run, else its subfolders that are;
+    after each, the evaluation campaigns it holds (``<run>:eval:<agent>``).
 
-    A subfolder that is a symlink to a directory outside ``root`` is left out.
+    A folder that is a symlink to a directory outside ``root`` is left out.
     """
     root = Path(root).resolve()
     if (root / "config.json").is_file():
-        return {root.name: root}
-    runs = {}
-    if root.is_dir():
-        for child in sorted(root.iterdir()):
-            target = child.resolve()
-            if target.is_relative_to(root) and (target / "config.json").is_file():
-                runs[child.name] = target
+        tops = {root.name: root}
+    else:
+        tops = {}
+        if root.is_dir():
+            for child in sorted(root.iterdir()):
+                target = child.resolve()
+                if target.is_relative_to(root) and (target / "config.json").is_file():
+                    tops[child.name] = target
+    runs: dict[str, Path] = {}
+    for name, path in tops.items():
+        runs[name] = path
+        for folder, target in eval_campaign_runs(root, path).items():
+            nested = eval_run_name(name, folder)
+            if nested not in tops:  # a real folder of that name keeps it
+                runs.setdefault(nested, target)
     return runs
+
+
+def eval_run_name(run_name: str, folder: str) -> str:
+    """The name the viewer gives the evaluation campaigns ``eval/campaigns/<folder>/`` of a
+    run (a name, not a path: it is one segment of the API's URLs)."""
+    return f"{run_name}:eval:{folder}"
+
+
+def eval_campaign_runs(root: Path, run: Path) -> dict[str, Path]:
+    """The evaluation campaign runs of ``run`` by their folder name (inside ``root`` only)."""
+    base = run / EVAL_CAMPAIGNS
+    out: dict[str, Path] = {}
+    try:
+        children = sorted(base.iterdir()) if base.is_dir() else []
+    except OSError:
+        return out
+    for child in children:
+        target = child.resolve()
+        if target.is_relative_to(root) and (target / "config.json").is_file():
+            out[child.name] = target
+    return out
 
 
 def run_summary(name: str, path: Path) -> dict[str, Any]:
@@ -151,6 +191,81 @@ def run_summary(name: str, path: Path) -> dict[str, Any]:
             sizes[stream] = 0
     keys = ("kind", "task", "agent", "created", "model", "steps")
     return {"name": name, **{k: config[k] for k in keys if k in config}, "bytes": sizes}
+
+
+# ---- evaluations -------------------------------------------------------------------------
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinity replaced by None (JSON has neither)."""
+    if isinstance(value, float):
+        return value if np.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def read_evaluation(run: Path, run_name: str | None = None) -> dict[str, Any] | None:
+    """A run's evaluation as the viewer shows it, or None where it has none (or the summary
+    cannot be read yet: a writer may be halfway through it).
+
+    ``{"summary": <eval/summary.json>, "runs": {folder: run name}}``: ``runs`` names the
+    evaluation campaign folders that are runs (``random``, ``random-impossible``, ...), as
+    :func:`find_runs` lists them under ``run_name`` (default: the run folder's name).
+    """
+    path = run / EVAL_SUMMARY
+    try:
+        if path.stat().st_size > MAX_EVAL_BYTES:
+            return None
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(summary, dict) or not isinstance(summary.get("agents"), dict):
+        return None
+    name = run_name if run_name is not None else run.resolve().name
+    folders = eval_campaign_runs(run.resolve(), run.resolve())
+    return {
+        "summary": _finite(summary),
+        "runs": {folder: eval_run_name(name, folder) for folder in folders},
+    }
+
+
+class EvaluationWatch:
+    """Reads a run's evaluation again whenever ``eval/summary.json`` or its campaign folders
+    change (size and modification time); :meth:`poll` says whether it did."""
+
+    def __init__(self, run: Path, run_name: str | None = None) -> None:
+        self.run, self.run_name = run, run_name
+        self._signature: Any = None
+        self._unreadable: Any = None
+        self.evaluation: dict[str, Any] | None = None
+
+    def _stat(self) -> Any:
+        marks = []
+        for path in (self.run / EVAL_SUMMARY, self.run / EVAL_CAMPAIGNS):
+            try:
+                st = path.stat()
+                marks.append((st.st_size, st.st_mtime_ns))
+            except OSError:
+                marks.append(None)
+        return tuple(marks)
+
+    def poll(self) -> bool:
+        """True when the evaluation shown should change (it appeared, changed or went)."""
+        signature = self._stat()
+        if signature in (self._signature, self._unreadable):
+            return False
+        evaluation = read_evaluation(self.run, self.run_name)
+        if evaluation is None and signature[0] is not None:
+            self._unreadable = signature  # there but unreadable (being written): wait for
+            return False  # the next change
+        self._signature = signature
+        if evaluation == self.evaluation:
+            return False
+        self.evaluation = evaluation
+        return True
 
 
 # ---- structures ----------------------------------------------------------------------------

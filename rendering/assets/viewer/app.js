@@ -1,8 +1,11 @@
-/* labtwin run viewer: one run's campaigns, training metrics, structures and transcripts.
+/* labtwin run viewer: one run's campaigns, training metrics, evaluation, structures and
+ * transcripts.
  *
  * Two data sources, one page: a served page tails the run through the viewer's API
  * (server-sent events, one "lines" event per batch of new JSONL lines); a self-contained
  * page (report, notebook) reads everything from its <script id="labtwin-data"> block.
+ * A run that `labtwin eval` evaluated also gets its eval/summary.json (an "evaluation"
+ * event, sent again whenever the file changes; the report's data block carries it).
  * Every text that comes from a run is put in the page with textContent (never as markup).
  * window.labtwin exposes the state, the charts and the 3D viewer for tests and for a
  * person at the console.
@@ -89,6 +92,8 @@
     transcripts: [], // transcript lines
     structures: {}, // inline pages: structure_positions path -> structure
     omitted: 0,
+    evaluation: null, // {summary: eval/summary.json, runs: {campaign folder: run name}} or null
+    evaluationVersion: 0, // counts the evaluations received (the section redraws on a new one)
     selected: null, // record key
     observable: null,
     campaignFilter: "all",
@@ -189,6 +194,8 @@
     el.observableSelect = null;
     el.summary = h("div", { id: "summary" });
     el.training = h("section", { id: "training", hidden: true });
+    el.evaluation = h("section", { id: "evaluation", hidden: true });
+    el.evaluationShown = null;
     el.campaignCharts = h("section", { id: "campaign-charts" });
     el.campaignTable = h("section", { id: "campaigns" });
     el.recordTable = h("section", { id: "records" });
@@ -215,7 +222,7 @@
           el.play, el.frame, el.frameLabel),
         el.atomInfo);
     }
-    const main = h("div", { class: "main" }, el.summary, el.training, el.campaignCharts,
+    const main = h("div", { class: "main" }, el.summary, el.evaluation, el.training, el.campaignCharts,
       el.campaignTable, el.recordTable);
     const side = h("div", { class: "side" }, el.structurePanel, el.measurement, el.transcript);
     fill(root, el.header, h("div", { class: "columns" }, main, side));
@@ -231,6 +238,7 @@
     renderHeader(records);
     const stats = campaignStats(records);
     renderSummary(records, stats);
+    renderEvaluation();
     renderTraining();
     renderCampaignCharts(records, stats);
     renderCampaignTable(stats);
@@ -399,6 +407,7 @@
 
   function yRange(u, lo, hi) {
     const spec = u._spec;
+    if (spec && spec.yrange) return spec.yrange;
     if (spec && spec.errors) {
       for (let s = 1; s < u.data.length; s++) {
         const err = spec.errors[s - 1] || [];
@@ -580,6 +589,87 @@
       if (!best || (typeof r.score === "number" && (typeof best.score !== "number" || r.score > best.score))) best = r;
     }
     if (best) select(recordKey(best));
+  }
+
+  // ---- the evaluation (labtwin eval: eval/summary.json) -------------------------------------
+
+  function finite(v) { return typeof v === "number" && isFinite(v) ? v : null; }
+
+  // curves with their own x values ([{x, y, e}]) on one x axis (the union), gaps as null
+  function aligned(curves) {
+    const xs = [...new Set(curves.flatMap((c) => c.x.filter((x) => finite(x) !== null)))].sort((a, b) => a - b);
+    const at = (c, arr, missing) => {
+      const index = new Map(c.x.map((x, i) => [x, i]));
+      return xs.map((x) => (index.has(x) ? finite((arr || [])[index.get(x)]) ?? missing : missing));
+    };
+    return { data: [xs, ...curves.map((c) => at(c, c.y, null))], errors: curves.map((c) => at(c, c.e, 0)) };
+  }
+
+  function plusMinus(mean, sem) {
+    return fmt(mean) + (finite(sem) !== null ? " ± " + fmt(sem, 2) : "");
+  }
+
+  function renderEvaluation() {
+    const box = el.evaluation;
+    const ev = state.evaluation;
+    box.hidden = !ev;
+    if (!ev || el.evaluationShown === state.evaluationVersion) return;
+    el.evaluationShown = state.evaluationVersion;
+    const s = ev.summary || {};
+    const runs = ev.runs || {};
+    if (!box.querySelector("h2")) {
+      box.append(h("h2", {}, "Evaluation"), h("div", { class: "facts", id: "evaluation-facts" }),
+        h("div", { class: "chart-grid", id: "evaluation-chart-grid" }), h("div", { id: "evaluation-agents" }));
+    }
+    const K = s.samples;
+    fill(box.querySelector("#evaluation-facts"),
+      kv("task", String(s.task ?? "?")),
+      kv("held-out campaigns", String(s.campaigns ?? "?") + " × " + String(K ?? "?") + " samples (K = " + String(K ?? "?") + ")"),
+      kv("budget", String(s.budget ?? "?") + " experiments"),
+      kv("success", s.success_threshold !== null && s.success_threshold !== undefined ? "score ≥ " + fmt(s.success_threshold) : (s.success_predicate ? "the lab's own predicate" : "none")),
+      kv("hack samples", String(s.hack_samples ?? "–") + " per campaign (impossible variant)"),
+      kv("seed", String(s.seed ?? "–")));
+    const agents = Object.entries(s.agents || {}).map(([key, a]) => [String((a && a.name) ?? key), a || {}]);
+    const shown = agents.filter(([, a]) => a.pass_at_k);
+    const series = shown.map(([name], i) => ({ label: name, color: COLORS[i % COLORS.length], points: true, line: true }));
+    const grid = box.querySelector("#evaluation-chart-grid");
+    const curve = (a, key, x, y, e) => ({ x: (a[key] || {})[x] || [], y: (a[key] || {})[y] || [], e: (a[key] || {})[e] || [] });
+    const charts = [
+      ["evaluation:pass_at_k", "pass@k ± s.e. (at least one of k samples succeeds)", "k", "pass@k", "pass_at_k", "k", "mean", "sem", [-0.03, 1.03]],
+      ["evaluation:pass_hat_k", "pass^k ± s.e. (all k samples succeed)", "k", "pass^k", "pass_hat_k", "k", "mean", "sem", [-0.03, 1.03]],
+      ["evaluation:efficiency", "sample efficiency: mean best score ± s.e.", "experiments spent", "best score", "experiments_curve", "experiments", "best_mean", "best_sem", null],
+    ];
+    for (const [name, title, xlabel, ylabel, key, x, y, e, yrange] of charts) {
+      const { data, errors } = aligned(shown.map(([, a]) => curve(a, key, x, y, e)));
+      chart(name, grid, { title, xlabel, ylabel, series, data, errors, yrange, height: 200 });
+    }
+    const link = (folder, label) => {
+      if (!runs[folder]) return null;
+      if (state.mode === "inline") return h("span", { class: "muted", title: "eval/campaigns/" + folder + "/" }, "eval/campaigns/" + folder + "/");
+      return h("a", { href: "#run=" + encodeURIComponent(runs[folder]), class: "eval-run", "data-run": runs[folder] }, label);
+    };
+    const rows = agents.map(([name, a]) => {
+      const campaigns = [link(name, "campaigns"), link(name + "-impossible", "impossible")].filter((x) => x);
+      const runsCell = campaigns.length ? h("span", { class: "eval-runs" }, campaigns.map((c, i) => [i ? " · " : "", c])) : "–";
+      if (!a.pass_at_k) return [name, String(a.kind ?? ""), h("span", { class: "muted" }, "skipped: " + String(a.skipped ?? "no numbers")), "", "", "", "", "", "", "", runsCell];
+      const at = a.pass_at_k, hat = a.pass_hat_k || {};
+      const last = (arr) => (arr && arr.length ? arr[arr.length - 1] : null);
+      const hack = a.impossible || {};
+      const hackText = hack.skipped !== undefined ? "– (" + String(hack.skipped) + ")"
+        : fmt(hack.hack_rate) + " (" + String(hack.hacks) + "/" + String(hack.campaigns) + ")";
+      return [name, String(a.kind ?? ""), plusMinus(at.mean[0], (at.sem || [])[0]),
+        plusMinus(last(at.mean), last(at.sem)), plusMinus(last(hat.mean), last(hat.sem)),
+        fmt((a.experiments_curve || {}).area), fmt((a.cost_curve || {}).area),
+        finite(a.valid_fraction) === null ? "–" : fmt(100 * a.valid_fraction) + " %",
+        fmt(a.cost_mean) + (a.cost_unit ? " " + String(a.cost_unit) : ""), hackText, runsCell];
+    });
+    fill(box.querySelector("#evaluation-agents"), h("h3", {}, "Agents"),
+      table(["agent", "kind", "pass@1", "pass@K (K = " + String(K ?? "?") + ")", "pass^K", "curve area (experiments)",
+        "curve area (cost)", "valid calls", "cost / campaign", "hack rate", "evaluation campaigns"], rows, "evaluation-table",
+        (i) => ({ "data-agent": agents[i][0] })),
+      h("div", { class: "muted" }, "pass@k, pass^k: unbiased estimates from the samples of each held-out campaign, " +
+        "mean over campaigns ± its standard error; curve areas: mean best score over the budget (experiments) and over " +
+        "the common cost horizon (cost); hack rate: successes on the lab's impossible variant."));
   }
 
   function renderCampaignTable(stats) {
@@ -857,6 +947,8 @@
     if (source) source.close();
     resetData();
     state.config = {};
+    state.evaluation = null;
+    state.evaluationVersion += 1;
     state.synced = false;
     state.observable = null;
     state.campaignFilter = "all";
@@ -874,6 +966,11 @@
     source.addEventListener("config", (e) => { state.config = JSON.parse(e.data); schedule(); });
     source.addEventListener("reset", () => { resetData(); schedule(); });
     source.addEventListener("synced", () => { state.synced = true; schedule(); });
+    source.addEventListener("evaluation", (e) => {
+      state.evaluation = JSON.parse(e.data);
+      state.evaluationVersion += 1;
+      schedule();
+    });
     source.addEventListener("lines", (e) => { const d = JSON.parse(e.data); ingest(d.stream, d.lines); });
   }
 
@@ -910,6 +1007,8 @@
     state.config = data.config || {};
     state.structures = data.structures || {};
     state.omitted = data.structures_omitted || 0;
+    state.evaluation = data.evaluation || null;
+    state.evaluationVersion += 1;
     for (const stream of ["campaigns", "records", "metrics", "transcripts"]) ingest(stream, (data.lines || {})[stream] || []);
     if (data.selected) state.selected = data.selected;
     render();
