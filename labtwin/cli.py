@@ -237,7 +237,9 @@ def train_command(set_: list[str] | None = None, **options: Any) -> None:
     console.print(table)
     plot = result.run_dir / "training.png"
     plot_training(runs.load(result.run_dir)).savefig(plot)
-    console.print(f"run written to [bold]{result.run_dir}[/] (plot: {plot})")
+    console.print(
+        f"run written to [bold]{result.run_dir}[/] (plot: {plot}; watch it: labtwin view {result.run_dir})"
+    )
 
 
 def _train_signature() -> inspect.Signature:
