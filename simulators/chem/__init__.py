@@ -11,7 +11,9 @@
   with a timeout, crashed or stalled workers replaced;
 - :mod:`~labtwin.simulators.chem.engine` — :class:`MoleculeEngine`: batches, the cache;
 - :mod:`~labtwin.simulators.chem.reactions` — named reaction templates (RDKit reaction
-  SMARTS) applied to reagents, with a deterministic yield model.
+  SMARTS) applied to reagents, with a deterministic yield model;
+- :mod:`~labtwin.simulators.chem.reaction_energy` — GFN2-xTB reaction energies (products
+  minus reagents, element balance checked) from the engine's xTB measurements.
 
 RDKit and tblite are imported inside the functions that use them.
 """
@@ -25,17 +27,26 @@ from labtwin.simulators.chem.engine import (
     measure_job,
 )
 from labtwin.simulators.chem.molecule import Limits, parse_smiles
-from labtwin.simulators.chem.reactions import TEMPLATES, ReactionOutcome, run_reaction
+from labtwin.simulators.chem.reaction_energy import ReactionEnergy, balance_template
+from labtwin.simulators.chem.reactions import (
+    BY_PRODUCTS,
+    TEMPLATES,
+    ReactionOutcome,
+    run_reaction,
+)
 
 __all__ = [
+    "BY_PRODUCTS",
     "KINDS",
     "UNITS",
     "Limits",
     "MoleculeEngine",
     "MoleculeResult",
     "MoleculeSettings",
+    "ReactionEnergy",
     "ReactionOutcome",
     "TEMPLATES",
+    "balance_template",
     "measure_job",
     "parse_smiles",
     "run_reaction",

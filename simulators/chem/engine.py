@@ -8,6 +8,9 @@
   (:mod:`~labtwin.simulators.chem.conformers`) and a GFN2-xTB single point on its
   lowest-energy conformer (:mod:`~labtwin.simulators.chem.xtb`).
 
+:meth:`MoleculeEngine.reaction_energy` adds up such ``"xtb"`` measurements into a reaction
+energy, products minus reagents (:mod:`~labtwin.simulators.chem.reaction_energy`).
+
 Each SMILES is parsed, sanitised, canonicalised and screened in the calling process
 (:mod:`~labtwin.simulators.chem.molecule`: cheap, and needed for the cache key); what
 fails there is ``invalid`` with the reason. The rest is measured in a
@@ -38,7 +41,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -51,6 +54,9 @@ from labtwin.simulators.chem.descriptors import DESCRIPTOR_UNITS, descriptors
 from labtwin.simulators.chem.molecule import Limits, parse_smiles, problems, structural_alerts
 from labtwin.simulators.chem.workers import MoleculePool
 from labtwin.simulators.chem.xtb import XtbError, XtbSettings, gfn2_single_point
+
+if TYPE_CHECKING:
+    from labtwin.simulators.chem.reaction_energy import ReactionEnergy
 
 Kind = Literal["descriptors", "xtb"]
 KINDS: tuple[str, ...] = ("descriptors", "xtb")
@@ -300,6 +306,15 @@ class MoleculeEngine:
                     results[i] = result
         # copies: a caller that edits a result's values cannot change the cached one
         return [_with_input(r, s) for r, s in zip(results, smiles)]  # type: ignore[arg-type]
+
+    def reaction_energy(self, reagents: list[str], products: list[str]) -> ReactionEnergy:
+        """GFN2-xTB energy of ``reagents -> products``, products minus reagents, each molecule
+        measured as an ``"xtb"`` experiment (its lowest MMFF94 conformer, through this
+        engine's workers and cache); unbalanced or unreadable sides are ``invalid``
+        (:mod:`~labtwin.simulators.chem.reaction_energy`)."""
+        from labtwin.simulators.chem.reaction_energy import reaction_energy
+
+        return reaction_energy(self, reagents, products)
 
     def clear_cache(self) -> None:
         """Forget every result and the screening memo (the next call starts cold)."""

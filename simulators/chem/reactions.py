@@ -143,6 +143,23 @@ TEMPLATES: dict[str, Template] = {
 }
 
 
+#: what each template's SMARTS leaves out, so that reagents and products balance:
+#: alternatives of (extra reagents, by-products), the first that balances applies
+#: (:func:`labtwin.simulators.chem.reaction_energy.balance_template`). The hydrogen of a
+#: reductive amination comes from the hydride, written as H2; Suzuki's halide leaves with
+#: the boron as a haloboronic acid (base and catalyst left out).
+BY_PRODUCTS: dict[str, tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]] = {
+    "amide_coupling": (((), ("O",)),),
+    "esterification": (((), ("O",)),),
+    "suzuki_coupling": tuple(((), (f"OB(O){x}",)) for x in ("Cl", "Br", "I")),
+    "reductive_amination": ((("[H][H]",), ("O",)),),
+    "snar": (((), ("F",)), ((), ("Cl",))),
+    "boc_deprotection": (((), ("O=C=O", "C=C(C)C")),),
+    "sulfonamide_formation": (((), ("Cl",)),),
+    "ester_hydrolysis": ((("O",), ("CO",)), (("O",), ("CCO",))),
+}
+
+
 @dataclass(frozen=True)
 class Product:
     """One distinct product: canonical SMILES and its modelled yield (fraction)."""
