@@ -38,6 +38,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+# one Warp start-up and device choice for every engine (the MD kernels' own)
+from labtwin.simulators.md.lj_warp import _warp, default_device
+
 Cutoff = Literal["ase", "asap"]
 
 #: E0 (eV), s0 (bohr), V0 (eV), eta2, kappa, lambda (1/bohr), n0 (1/bohr^3): Jacobsen,
@@ -59,19 +62,6 @@ _SYMBOL = {z: s for s, z in _Z.items()}
 #: a cell whose volume per atom is below this (Å^3) is refused (nearest neighbours of these
 #: metals sit at 2.5-2.9 Å, 11-17 Å^3 per atom)
 MIN_VOLUME_PER_ATOM_A3 = 1.0
-
-
-def _warp() -> Any:
-    import warp as wp
-
-    wp.config.quiet = True
-    wp.init()
-    return wp
-
-
-def default_device() -> str:
-    """``"cuda"`` when Warp sees a CUDA device, else ``"cpu"``."""
-    return "cuda" if _warp().is_cuda_available() else "cpu"
 
 
 # ------------------------------------------------------------------------ batched crystals
