@@ -37,6 +37,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from labtwin.agents.policy.hf import Completion, encode_chats
@@ -52,7 +53,9 @@ class VLLMPolicy:
 
     Args:
         model: local model folder (the same weights the trainer starts from).
-        seed: the engine's seed (per-request ``seed`` overrides it).
+        seed: the engine's seed (per-request ``seed`` overrides it); taken modulo
+            ``2**32``, the range vLLM accepts. An in-process engine seeds
+            ``random``, numpy's and torch's global generators with it at start.
         dtype: weights and activations; ``float32`` matches the trainer's
             log-probs to kernel rounding.
         gpu_memory_utilization: on CUDA, share of GPU memory vLLM may take; leave
@@ -85,7 +88,7 @@ class VLLMPolicy:
         on_cuda = torch.cuda.is_available()
         kwargs: dict[str, Any] = {
             "model": model,
-            "seed": seed,
+            "seed": int(seed) % 2**32,
             "dtype": dtype,
             "enable_prefix_caching": True,
             "logprobs_mode": "raw_logprobs",
@@ -128,7 +131,9 @@ class VLLMPolicy:
 
         Completions end at a stop token (kept, as in HFPolicy) or at the token
         that completes one of the ``stop`` strings; ``text`` is always the
-        decoding of ``completion_ids``. ``seed`` makes a request reproducible.
+        decoding of ``completion_ids``. ``seed`` makes a call reproducible; each
+        prompt gets a seed of its own drawn from it, so that equal prompts in one
+        call (a GRPO group's first turn) are sampled independently, as on HF.
 
         ``logits_processor`` (a transformers processor) is not used by vLLM; for
         constrained tool calls pass ``json_schema`` (vLLM structured outputs),
@@ -150,7 +155,6 @@ class VLLMPolicy:
             top_p=top_p,
             top_k=top_k if top_k > 0 else -1,
             logprobs=0,
-            seed=seed,
             stop_token_ids=self.stop_token_ids,
             stop=list(stop or []),
             include_stop_str_in_output=True,
@@ -160,7 +164,7 @@ class VLLMPolicy:
             params.update(_structured(json_schema))
         outputs = self.llm.generate(
             [{"prompt_token_ids": list(p)} for p in prompt_ids],
-            SamplingParams(**params),
+            [SamplingParams(**params, seed=s) for s in _request_seeds(seed, len(prompt_ids))],
             use_tqdm=False,
         )
         completions = []
@@ -226,6 +230,14 @@ class VLLMPolicy:
         weights = [(name, p.detach()) for name, p in model.state_dict().items()]
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights)})
         self.llm.reset_prefix_cache()  # cached prefixes were computed with old weights
+
+
+def _request_seeds(seed: int | None, count: int) -> list[int | None]:
+    """Independent 32-bit seeds of ``count`` requests from one call seed (or no seeds)."""
+    if seed is None:
+        return [None] * count
+    states = np.random.SeedSequence(int(seed) % 2**64).generate_state(count)
+    return [int(s) for s in states]
 
 
 def _stop_token_ids(model: str, tokenizer: Any) -> list[int]:

@@ -15,6 +15,8 @@ for other CPUs while staying far below the changes a weight update makes (~1e-2)
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -104,6 +106,9 @@ def test_samples_seeds_stop_strings_and_logprobs(pair) -> None:
     assert [c.completion_ids for c in again] == [c.completion_ids for c in out]
     other = engine.generate(prompts, n=4, max_new_tokens=24, seed=4)
     assert [c.completion_ids for c in other] != [c.completion_ids for c in out]
+    # equal prompts in one seeded call (a GRPO group's first turn) are sampled independently
+    group = engine.generate(prompts[:1] * 4, max_new_tokens=24, seed=3)
+    assert len({tuple(c.completion_ids) for c in group}) > 1
     # the sampled tokens' log-probs are the HF model's: the GRPO ratio starts at 1
     gap = max_gap([c.logprobs for c in out], hf_rows(trainer, out))
     assert gap < LOGPROB_ATOL, gap
@@ -187,3 +192,44 @@ def test_weight_sync_after_an_optimiser_step(pair) -> None:
         trainer.model.load_state_dict(original.state_dict())
         engine.load_weights(trainer.model)
     assert max_gap(engine.score(pids, cids), before) < LOGPROB_ATOL
+
+
+@pytest.mark.vllm
+def test_labtwin_train_with_the_vllm_backend(tmp_path) -> None:
+    """A short ``labtwin train --set backend=vllm`` on CPU: GRPO updates happen and each
+    step records generation, simulation and update times. In a process of its own
+    (an in-process vLLM engine per process; the module's engine lives in this one)."""
+    pytest.importorskip("vllm")
+    settings = {
+        "backend": "vllm",
+        "hidden_size": 256,  # 4 heads of size 64, which vLLM's CPU attention accepts
+        "steps": 3,
+        "campaigns_per_step": 2,
+        "group_size": 4,
+        "warmstart_steps": 5,
+        "eval_campaigns": 4,
+        "progress": "false",
+    }
+    args = [a for k, v in settings.items() for a in ("--set", f"{k}={v}")]
+    run = tmp_path / "run"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from labtwin.cli import main; main()",
+            "train",
+            *args,
+            "--out",
+            str(run),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    steps = [s for s in steps if s["phase"] == "train"]
+    assert len(steps) == 3
+    for s in steps:
+        assert s["generation_s"] > 0 and s["simulation_s"] > 0 and s["optimisation_s"] >= 0
+    assert any(s["groups_kept"] > 0 and s["optimisation_s"] > 0 for s in steps)
