@@ -125,9 +125,13 @@ def check_gymnasium(task: Task) -> None:
     if task.numeric_view is not None:  # every lab also has the text view an LLM uses
         check_env(LabEnv(task, action_view="text"), skip_render_check=True)
     env.reset(seed=0)
+    first = env.render()
     env.step(random_proposal(task, np.random.default_rng(0)))
     frame = env.render()
     assert frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3, "bad rgb frame"
+    assert first.shape == frame.shape, (  # Gymnasium's RecordVideo needs one frame size
+        f"render() frames change size within a campaign: {first.shape} -> {frame.shape}"
+    )
     if task.numeric_view is None:
         assert env.action_space.contains(random_proposal(task, np.random.default_rng(1))), (
             "a text lab's JSON experiment must lie in its Text action space"
