@@ -46,6 +46,8 @@ Message = dict[str, Any]
 
 CPU_KV_CACHE_BYTES = 256 * 2**20
 """Default KV-cache size on CPU (vLLM's CPU backend otherwise reserves a share of all RAM)."""
+#: tokens one CPU engine step may schedule (whole prompts: chunked prefill is off on CPU)
+CPU_BATCHED_TOKENS = 16384
 
 
 class VLLMPolicy:
@@ -99,6 +101,12 @@ class VLLMPolicy:
         else:
             kwargs["enforce_eager"] = True
             kv_cache_memory_bytes = kv_cache_memory_bytes or CPU_KV_CACHE_BYTES
+            # a seeded request whose prompt is prefilled in chunks makes vLLM rewind its
+            # generator (Generator.set_offset), which CPU generators do not support
+            # ("CPU Generator does not use offset"): lab briefs (~1,100 tokens) hit it once
+            # a step's prompts pass the token budget. Whole prompts only, then.
+            kwargs["enable_chunked_prefill"] = False
+            kwargs["max_num_batched_tokens"] = max(CPU_BATCHED_TOKENS, max_model_len or 0)
         if kv_cache_memory_bytes is not None:
             kwargs["kv_cache_memory_bytes"] = kv_cache_memory_bytes
         if max_model_len is not None:

@@ -23,7 +23,7 @@ import torch
 
 import labtwin
 from labtwin.agents.policy.vllm_policy import tool_call_schema
-from labtwin.tools import lab_tools, parse_tool_call
+from labtwin.tools import ChatLabEnv, lab_tools, parse_tool_call
 
 LOGPROB_ATOL = 1e-4
 # tiny Qwen2 both backends accept: head size 128 / 2 = 64 (vLLM's CPU attention refuses 16)
@@ -62,7 +62,7 @@ def pair(tmp_path_factory):
     from labtwin.agents.policy.vllm_policy import VLLMPolicy
 
     path = save_tiny(tmp_path_factory.mktemp("vllm") / "tiny", **VLLM_TINY)
-    engine = VLLMPolicy(str(path), seed=0, max_model_len=1024)
+    engine = VLLMPolicy(str(path), seed=0, max_model_len=2048)
     trainer = HFPolicy.from_pretrained(path, device="cpu", dtype=torch.float32)
     return engine, trainer
 
@@ -123,6 +123,27 @@ def test_samples_seeds_stop_strings_and_logprobs(pair) -> None:
     assert len(cut.completion_ids) <= 6 and stop in cut.text
     with pytest.raises(ValueError, match="temperature"):
         engine.generate(prompts, temperature=0.7)
+
+
+@pytest.mark.vllm
+def test_seeded_lab_briefs_longer_than_a_prefill_chunk(pair) -> None:
+    """A GRPO step's first turn: a lab's brief with its tools (~1,100 tokens) for 8
+    campaigns x 8 samples, seeded. With chunked prefill, vLLM rewinds a seeded request's
+    generator between chunks, which its CPU generators refuse ("CPU Generator does not use
+    offset"); the engine prefills whole prompts on CPU, and the samples stay reproducible
+    and on the HF model's log-probs."""
+    engine, trainer = pair
+    chat = ChatLabEnv(labtwin.load_task("BatchReactor-v1", budget=2))
+    prompts = trainer.encode_chats(chat.reset(list(range(8))), tools=chat.tools)
+    # 8 x ~1,100 tokens: more than vLLM's default 4,096 tokens a step, so prompts would be
+    # split into chunks
+    assert sum(len(p) for p in prompts) > 4096
+    out = engine.generate(prompts, n=8, max_new_tokens=16, seed=5)
+    assert len(out) == 64 and all(len(c.completion_ids) > 0 for c in out)
+    again = engine.generate(prompts, n=8, max_new_tokens=16, seed=5)
+    assert [c.completion_ids for c in again] == [c.completion_ids for c in out]
+    gap = max_gap([c.logprobs for c in out[:8]], hf_rows(trainer, out[:8]))
+    assert gap < LOGPROB_ATOL, gap
 
 
 @pytest.mark.vllm
