@@ -33,13 +33,14 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 import numpy as np
 
 # one Warp start-up and device choice for every engine (the MD kernels' own)
 from labtwin.simulators.md.lj_warp import _warp, default_device
+from labtwin.simulators.md.state import MDState
 
 Cutoff = Literal["ase", "asap"]
 
@@ -59,29 +60,35 @@ ASE_GLOBAL_S0_BOHR = 3.01
 BOHR_A = 0.5291772105638411  # ase.units.Bohr (CODATA 2014), Å
 _Z = {"Al": 13, "Cu": 29, "Ag": 47, "Au": 79, "Ni": 28, "Pd": 46, "Pt": 78}
 _SYMBOL = {z: s for s, z in _Z.items()}
+#: standard atomic weights (amu, as ase.data.atomic_masses): the masses a crystal batch carries
+_MASS_AMU = {
+    "Al": 26.9815385, "Cu": 63.546, "Ag": 107.8682, "Au": 196.966569, "Ni": 58.6934,
+    "Pd": 106.42, "Pt": 195.084,
+}  # fmt: skip
 #: a cell whose volume per atom is below this (Å^3) is refused (nearest neighbours of these
 #: metals sit at 2.5-2.9 Å, 11-17 Å^3 per atom)
 MIN_VOLUME_PER_ATOM_A3 = 1.0
 
 
 # ------------------------------------------------------------------------ batched crystals
-@dataclass
-class CrystalBatch:
-    """Many periodic cells in one set of arrays (host, float64), laid out as
-    :class:`labtwin.simulators.md.MDState`: ``system_idx`` is non-decreasing, so each
-    cell's atoms are one contiguous block.
+class CrystalBatch(MDState):
+    """Many periodic cells in one batched state: the MD engine's :class:`MDState` with its
+    optional crystal fields required (a subclass with no fields of its own, so slicing,
+    concatenation, dtype and device moves are the MD state's).
 
-    Attributes:
-        numbers: (n_atoms,) atomic numbers.
-        positions: (n_atoms, 3) Cartesian positions, Å (need not be wrapped into the cell).
-        cells: (n_systems, 3, 3) lattice vectors as rows, Å.
-        system_idx: (n_atoms,) int32 index of each atom's cell.
+    ``numbers`` (n_atoms,) atomic numbers; ``positions`` (n_atoms, 3) Cartesian positions, Å
+    (need not be wrapped into the cell); ``cell`` (n_systems, 3, 3) lattice vectors as rows,
+    Å; ``system_idx`` (n_atoms,) int32, non-decreasing; every system ``periodic``; ``masses``
+    the atomic masses (amu); ``velocities`` zero unless given. Host arrays are float64 when
+    built by :meth:`from_structures`.
     """
 
-    numbers: np.ndarray
-    positions: np.ndarray
-    cells: np.ndarray
-    system_idx: np.ndarray
+    def __post_init__(self) -> None:
+        if self.numbers is None or self.cell is None:
+            raise ValueError("a crystal batch carries species (numbers) and cells")
+        super().__post_init__()
+        if self.device == "numpy" and not np.all(self.periodic):
+            raise ValueError("every cell of a crystal batch is periodic")
 
     @classmethod
     def from_structures(cls, structures: Sequence[Any]) -> CrystalBatch:
@@ -123,50 +130,62 @@ class CrystalBatch:
             positions.append(pos)
             cells.append(cell)
             index.append(np.full(len(z), s, dtype=np.int32))
-        return cls(
-            np.concatenate(numbers),
+        numbers_all = np.concatenate(numbers)
+        return cls.from_arrays(  # type: ignore[return-value]
             np.concatenate(positions),
-            np.stack(cells),
             np.concatenate(index),
+            periodic=True,
+            masses=np.array([_MASS_AMU[_SYMBOL[int(z)]] for z in numbers_all]),
+            dtype=np.float64,
+            numbers=numbers_all,
+            cell=np.stack(cells),
         )
-
-    @property
-    def n_atoms(self) -> int:
-        return len(self.numbers)
-
-    @property
-    def n_systems(self) -> int:
-        return len(self.cells)
-
-    def atoms_per_system(self) -> np.ndarray:
-        return np.bincount(self.system_idx, minlength=self.n_systems)
-
-    def system_start(self) -> np.ndarray:
-        """(n_systems + 1,) offsets: cell s holds atoms ``start[s]:start[s+1]``."""
-        return np.concatenate([[0], np.cumsum(self.atoms_per_system())]).astype(np.int32)
 
     def volumes(self) -> np.ndarray:
         """(n_systems,) cell volumes, Å^3."""
-        return np.abs(np.linalg.det(self.cells))
+        return self.volume()
 
     def symbols(self, system: int) -> tuple[str, ...]:
         start = self.system_start()
-        return tuple(_SYMBOL[int(z)] for z in self.numbers[start[system] : start[system + 1]])
+        numbers = self._host("numbers")
+        return tuple(_SYMBOL[int(z)] for z in numbers[start[system] : start[system + 1]])
 
     def to_structures(self, sublattices: Sequence[np.ndarray | None] | None = None) -> list[Any]:
         """Each cell as a labtwin :class:`~labtwin.simulators.materials.Structure`."""
         from labtwin.simulators.materials.structure import Structure
 
-        start = self.system_start()
+        host = self.numpy()
+        start = host.system_start()
         out = []
-        for s in range(self.n_systems):
+        for s in range(host.n_systems):
             label = None if sublattices is None else sublattices[s]
             out.append(
                 Structure(
-                    self.symbols(s), self.positions[start[s] : start[s + 1]], self.cells[s], label
+                    host.symbols(s),
+                    host.positions[start[s] : start[s + 1]].astype(np.float64),
+                    host.cell[s].astype(np.float64),
+                    label,
                 )
             )
         return out
+
+
+def as_crystal_batch(structures: Sequence[Any] | MDState) -> CrystalBatch:
+    """``structures`` as a host :class:`CrystalBatch`: a crystal batch as it is, an
+    :class:`MDState` that carries species and cells as one, else built from structures."""
+    if isinstance(structures, CrystalBatch):
+        return structures.numpy()  # type: ignore[return-value]
+    if isinstance(structures, MDState):
+        host = structures.numpy()
+        if host.numbers is None:
+            raise ValueError("an MD state without species (numbers) has no EMT parameters")
+        unknown = sorted(set(host.numbers.tolist()) - set(_SYMBOL))
+        if unknown:
+            raise ValueError(f"no EMT parameters for atomic numbers {unknown}")
+        arrays = {f.name: getattr(host, f.name) for f in fields(host)}
+        arrays["cell"] = host.cells()  # an orthorhombic box as its diagonal cell
+        return CrystalBatch(**arrays)
+    return CrystalBatch.from_structures(structures)
 
 
 # ------------------------------------------------------------------------ parameters
@@ -240,7 +259,8 @@ class WarpEMT:
     """Device arrays and kernels for one batch of periodic cells (see the module docstring).
 
     Args:
-        structures: labtwin ``Structure`` objects or ASE ``Atoms``, or a :class:`CrystalBatch`.
+        structures: labtwin ``Structure`` objects or ASE ``Atoms``, or a :class:`CrystalBatch`
+            (or an :class:`MDState` carrying species and cells).
         dtype: ``np.float64`` (round-off agreement with ASE) or ``np.float32``.
         device: Warp device; default :func:`default_device`.
         cutoff: ``"ase"`` or ``"asap"`` (module docstring).
@@ -253,7 +273,7 @@ class WarpEMT:
 
     def __init__(
         self,
-        structures: Sequence[Any] | CrystalBatch,
+        structures: Sequence[Any] | MDState,
         dtype: type = np.float64,
         device: str | None = None,
         cutoff: Cutoff = "ase",
@@ -262,11 +282,7 @@ class WarpEMT:
         wp = _warp()
         from labtwin.simulators.materials._emt_kernels import make_kernels
 
-        batch = (
-            structures
-            if isinstance(structures, CrystalBatch)
-            else CrystalBatch.from_structures(structures)
-        )
+        batch = as_crystal_batch(structures)
         if dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype must be np.float32 or np.float64, not {dtype}")
         self.wp, self.batch, self.cutoff, self.skin = wp, batch, cutoff, float(skin)
@@ -298,7 +314,7 @@ class WarpEMT:
 
         s, d = self.scalar, self.device
         self.x = arr(batch.positions.astype(dtype), self.vec3)
-        self.cell = arr(batch.cells.astype(dtype), self.mat33)
+        self.cell = arr(batch.cell.astype(dtype), self.mat33)
         self.atom_sys = arr(batch.system_idx.astype(np.int32), wp.int32)
         self.sys_start = arr(start, wp.int32)
         self.cut = arr(cut.astype(dtype), s)
@@ -434,7 +450,7 @@ class WarpEMT:
 
 
 def emt_evaluate(
-    structures: Sequence[Any] | CrystalBatch,
+    structures: Sequence[Any] | MDState,
     dtype: type = np.float64,
     device: str | None = None,
     cutoff: Cutoff = "ase",
@@ -465,7 +481,7 @@ class BatchRelaxResult:
 
 
 def relax_emt(
-    structures: Sequence[Any] | CrystalBatch,
+    structures: Sequence[Any] | MDState,
     fmax: float | Sequence[float] = 0.01,
     max_steps: int | Sequence[int] = 1000,
     cell: bool | Sequence[bool] = False,
@@ -613,11 +629,8 @@ def relax_emt(
             freeze()
 
     result = engine.result()
-    final = CrystalBatch(
-        batch.numbers.copy(),
-        engine.x.numpy().astype(np.float64),
-        engine.cell.numpy().astype(np.float64),
-        batch.system_idx.copy(),
+    final = batch.with_arrays(
+        positions=engine.x.numpy().astype(np.float64), cell=engine.cell.numpy().astype(np.float64)
     )
     max_force = generalised_fmax()
     return BatchRelaxResult(

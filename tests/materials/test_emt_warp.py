@@ -273,7 +273,7 @@ def test_batched_fire_relaxes_vacancy_cells_to_ase_energies(cell) -> None:
     assert alone.energy[0] == result.energy[-1]
     start = result.batch.system_start()
     assert np.array_equal(alone.batch.positions, result.batch.positions[start[-2] :])
-    assert np.array_equal(alone.batch.cells[0], result.batch.cells[-1])
+    assert np.array_equal(alone.batch.cell[0], result.batch.cell[-1])
     if cell:
         volumes = result.batch.volumes()
         assert not np.allclose(volumes, CrystalBatch.from_structures(cells).volumes())
