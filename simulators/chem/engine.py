@@ -11,14 +11,19 @@
 :meth:`MoleculeEngine.reaction_energy` adds up such ``"xtb"`` measurements into a reaction
 energy, products minus reagents (:mod:`~labtwin.simulators.chem.reaction_energy`).
 
-Each SMILES is parsed, sanitised, canonicalised and screened in the calling process
+Each SMILES is parsed, sanitised, canonicalised and screened
 (:mod:`~labtwin.simulators.chem.molecule`: cheap, and needed for the cache key); what
-fails there is ``invalid`` with the reason. The rest is measured in a
+fails there is ``invalid`` with the reason. The calling process screens a few new
+strings itself; with two or more workers and a batch of many new strings it screens them
+in the workers, in chunks (a native crash there fails that one input; the same screening
+either way). The rest is measured in a
 :class:`~labtwin.simulators.chem.workers.MoleculePool`, one molecule per job with a
 per-kind timeout, from its canonical SMILES, so a result is a function of
 ``(canonical SMILES, kind, settings)`` alone. A batch's jobs are dispatched largest
 molecule first (atoms with hydrogens: longest-processing-time-first, so that workers
-finish together); results come back in input order whatever order the workers finish in.
+finish together), and a worker of descriptor jobs (milliseconds each) has the next one
+queued before it finishes the last; results come back in input order whatever order the
+workers finish in.
 A molecule whose worker crashed or ran out of time is ``failed`` with the reason; its
 batch-mates are measured all the same.
 
@@ -70,6 +75,15 @@ THREE_D_UNITS = {
     "xtb_dipole": "D",
 }
 UNITS = {**DESCRIPTOR_UNITS, **THREE_D_UNITS}
+#: jobs a worker holds queued behind the one it runs, by kind: a descriptor job takes a few
+#: milliseconds, a tenth of which is the trip to the worker and back, so a worker with the
+#: next job already in its pipe does not sit idle for it; seconds-long xTB jobs queue
+#: nothing, so that no job waits behind a long one while another worker is free
+PREFETCH = {"descriptors": 1, "xtb": 0}
+#: with two or more workers, a batch with at least this many new strings per worker is
+#: screened in the workers (parse, canonicalise, check: 0.5 ms a drug-sized SMILES, an
+#: eighth of a descriptor measurement, that the caller would otherwise do alone first)
+SCREEN_IN_WORKERS = 4
 
 
 @dataclass(frozen=True)
@@ -178,8 +192,10 @@ class MoleculeEngine:
 
     ``timeouts_s`` maps a kind to the seconds one molecule may take in its worker;
     ``job_function`` is what a worker runs per molecule (:func:`measure_job`; a test may
-    pass one that crashes on purpose); ``cache_size`` bounds the result cache and four
-    times it the screening memo (least recently used entries are dropped first).
+    pass one that crashes on purpose); ``screen_function`` is what a worker runs per chunk
+    of SMILES when screening moves to the workers (:func:`screen_chunk`; likewise);
+    ``cache_size`` bounds the result cache and four times it the screening memo (least
+    recently used entries are dropped first).
     """
 
     def __init__(
@@ -189,10 +205,12 @@ class MoleculeEngine:
         timeouts_s: dict[str, float] | None = None,
         job_function: Any = measure_job,
         cache_size: int = 4096,
+        screen_function: Any = None,
     ) -> None:
         self.settings = settings
         self.timeouts_s = {"descriptors": 30.0, "xtb": 120.0, **(timeouts_s or {})}
         self.job_function = job_function
+        self.screen_function = screen_function or screen_chunk
         self.pool = MoleculePool(n_workers, initializer=warm_up)
         self.cache_size = int(cache_size)
         self._cache: OrderedDict[tuple, MoleculeResult] = OrderedDict()
@@ -226,21 +244,46 @@ class MoleculeEngine:
         return screened.canonical if isinstance(screened, Screened) else screened
 
     def _screen(self, smiles: Any) -> Screened | MoleculeResult:
-        parsed = parse_smiles(smiles, self.settings.limits)
-        if not parsed.ok:
-            return MoleculeResult("invalid", smiles=_short(smiles), reason=parsed.reason)
-        found = problems(parsed.mol, self.settings.limits)
-        if found:
-            return MoleculeResult(
-                "invalid",
-                smiles=_short(smiles),
-                canonical=parsed.canonical,
-                reason=f"{parsed.canonical[:80]}: " + "; ".join(found),
-            )
-        mol = parsed.mol
-        return Screened(
-            parsed.canonical, mol.GetNumAtoms() + sum(a.GetTotalNumHs() for a in mol.GetAtoms())
-        )
+        return screen_one(smiles, self.settings.limits)
+
+    def _screen_in_workers(self, smiles: list[Any]) -> dict[str, Screened | MoleculeResult]:
+        """Screen the strings the memo has not seen in the workers, in chunks, when there
+        are enough of them to share out (:data:`SCREEN_IN_WORKERS`); else nothing (the
+        caller screens them itself). Screenings go into the memo; an input whose chunk
+        lost its worker is screened again alone, and if that worker is lost too it is
+        ``failed`` with the reason (a native crash in RDKit ends a worker, not the caller)."""
+        n = self.pool.n_workers
+        memo = self._memo
+        new = list(dict.fromkeys(s for s in smiles if type(s) is str and s not in memo))
+        if n < 2 or len(new) < SCREEN_IN_WORKERS * n:
+            return {}
+        limits, timeout_s = self.settings.limits, self.timeouts_s["descriptors"]
+        size = -(-len(new) // (4 * n))  # four chunks a worker: they finish together
+        chunks = [new[i : i + size] for i in range(0, len(new), size)]
+        found: dict[str, Screened | MoleculeResult] = {}
+        alone: list[str] = []
+        screen = self.screen_function
+        outcomes = self.pool.map(screen, [(c, limits) for c in chunks], timeout_s, prefetch=1)
+        for chunk, outcome in zip(chunks, outcomes):
+            if outcome.ok:
+                found.update(zip(chunk, outcome.value))
+            else:
+                alone.extend(chunk)
+        if alone:
+            outcomes = self.pool.map(screen, [([s], limits) for s in alone], timeout_s)
+            for s, outcome in zip(alone, outcomes):
+                found[s] = (
+                    outcome.value[0]
+                    if outcome.ok
+                    else MoleculeResult("failed", smiles=_short(s), reason=outcome.failed)
+                )
+        self.screened += len(found)
+        for s, screened in found.items():
+            if not (isinstance(screened, MoleculeResult) and screened.status == "failed"):
+                memo[s] = screened
+        while len(memo) > 4 * self.cache_size:
+            memo.popitem(last=False)
+        return found
 
     def _screen_memo(self, smiles: Any) -> Screened | MoleculeResult:
         """:meth:`_screen` through the memo (exact strings only: ``1`` and ``True`` hash
@@ -270,8 +313,11 @@ class MoleculeEngine:
             if self._memo_limits != self.settings.limits:  # settings replaced since
                 self._memo.clear()
                 self._memo_limits = self.settings.limits
+            found = self._screen_in_workers(smiles)
             for i, s in enumerate(smiles):
-                screened = self._screen_memo(s)
+                screened = found.get(s) if type(s) is str and s in found else None
+                if screened is None:
+                    screened = self._screen_memo(s)
                 if isinstance(screened, MoleculeResult):
                     results[i] = screened
                     continue
@@ -288,7 +334,13 @@ class MoleculeEngine:
             keys = list(todo)
             jobs = [Job(key[0], kind, self.settings) for key in keys]
             outcomes = (
-                self.pool.map(self.job_function, jobs, self.timeouts_s[kind], costs=costs)
+                self.pool.map(
+                    self.job_function,
+                    jobs,
+                    self.timeouts_s[kind],
+                    costs=costs,
+                    prefetch=PREFETCH.get(kind, 0),
+                )
                 if jobs
                 else []
             )
@@ -329,6 +381,31 @@ class MoleculeEngine:
         self._cache[key] = result
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
+
+
+def screen_one(smiles: Any, limits: Any) -> Screened | MoleculeResult:
+    """An input's screening: parse, canonicalise and check it against ``limits``."""
+    parsed = parse_smiles(smiles, limits)
+    if not parsed.ok:
+        return MoleculeResult("invalid", smiles=_short(smiles), reason=parsed.reason)
+    found = problems(parsed.mol, limits)
+    if found:
+        return MoleculeResult(
+            "invalid",
+            smiles=_short(smiles),
+            canonical=parsed.canonical,
+            reason=f"{parsed.canonical[:80]}: " + "; ".join(found),
+        )
+    mol = parsed.mol
+    return Screened(
+        parsed.canonical, mol.GetNumAtoms() + sum(a.GetTotalNumHs() for a in mol.GetAtoms())
+    )
+
+
+def screen_chunk(job: tuple[list[str], Any]) -> list[Screened | MoleculeResult]:
+    """Screen a chunk of SMILES (in a worker); see :meth:`MoleculeEngine._screen_in_workers`."""
+    smiles, limits = job
+    return [screen_one(s, limits) for s in smiles]
 
 
 def _short(smiles: Any, limit: int = 200) -> str:

@@ -167,3 +167,54 @@ def test_bad_smiles_give_the_same_invalid_reasons_from_the_memo(pair) -> None:
     computed = engine.computed
     assert engine.measure(["CCCC"], "descriptors")[0] == ok  # equal settings again: a hit
     assert engine.computed == computed
+
+
+# ---- screening in the workers ------------------------------------------------------------
+
+SPELLINGS = ["OCC", "C(O)C", "[CH3][CH2][OH]", "c1ccccc1", "C1=CC=CC=C1", "CC(C)Cc1ccc(cc1)C(C)C(=O)O"]
+
+
+def test_screening_in_the_workers_equals_screening_in_the_caller(pair) -> None:
+    """A two-worker engine screens a batch of new strings in its workers (in chunks); the
+    results equal a one-worker engine's, which screens them itself, bad inputs included."""
+    cached, uncached = pair
+    cached.clear_cache()
+    batch = [*SMALL, *BAD, *SPELLINGS, "OCC"]
+    new = len({s for s in batch if type(s) is str})
+    assert new >= 4 * cached.pool.n_workers  # enough to go to the workers
+    screened = cached.screened
+    together = cached.measure(batch, "descriptors")
+    assert cached.screened == screened + new + 2  # each string once; 123 and None each
+    assert together == uncached.measure(batch, "descriptors")
+    assert [r.status for r in together].count("invalid") == len(BAD)
+    assert len(cached._memo) == new
+    assert cached.measure(batch, "descriptors") == together  # the memo's and cache's answer
+    assert cached.screened == screened + new + 4  # only the two non-strings again
+
+
+def crash_screening_benzene(job):
+    """:func:`screen_chunk` that ends its worker on a chunk holding benzene (a test hook)."""
+    import os
+
+    from labtwin.simulators.chem.engine import screen_chunk
+
+    if "c1ccccc1" in job[0]:
+        os._exit(3)
+    return screen_chunk(job)
+
+
+def test_a_worker_lost_while_screening_fails_only_that_input() -> None:
+    engine = MoleculeEngine(n_workers=2, screen_function=crash_screening_benzene)
+    reference = MoleculeEngine(n_workers=1)
+    try:
+        batch = [*SMALL, *SPELLINGS]
+        results = engine.measure(batch, "descriptors")
+        expected = reference.measure(batch, "descriptors")
+        lost = batch.index("c1ccccc1")
+        assert results[lost].status == "failed"
+        assert results[lost].reason == "the simulator process exited with code 3"
+        assert results[:lost] + results[lost + 1 :] == expected[:lost] + expected[lost + 1 :]
+        assert "c1ccccc1" not in engine._memo  # a lost worker is not a screening to keep
+    finally:
+        engine.close()
+        reference.close()

@@ -302,6 +302,33 @@ def test_pool_measures_in_parallel_and_kills_only_the_stalled_job() -> None:
     assert elapsed < 10.0
 
 
+def test_prefetched_jobs_behind_a_stalled_one_run_on_the_next_worker() -> None:
+    """With a job queued behind each running one, a timeout fails only the job that ran:
+    the queued ones never started, so they go to the next worker and are not failed."""
+    pool = MoleculePool(n_workers=1)
+    try:
+        outcomes = pool.map(sleep_for, [0.0, 60.0, 0.1, 0.0], timeout_s=1.5, prefetch=2)
+        restarted = pool.started_workers
+    finally:
+        pool.close()
+    assert [o.failed for o in outcomes] == ["", "the measurement timed out after 1.5 s", "", ""]
+    assert [o.value for o in outcomes] == [0.0, None, 0.1, 0.0]
+    assert restarted == 2
+
+
+def test_prefetch_keeps_each_worker_busy_and_the_outcomes_in_order() -> None:
+    pool = MoleculePool(n_workers=2)
+    try:
+        delays = [0.01 * (i % 5) for i in range(40)]
+        outcomes = pool.map(sleep_for, delays, timeout_s=30.0, prefetch=1)
+        with pytest.raises(ValueError, match="prefetch"):
+            pool.map(sleep_for, [0.0], timeout_s=1.0, prefetch=-1)
+    finally:
+        pool.close()
+    assert [o.value for o in outcomes] == delays
+    assert pool.started_workers == 2
+
+
 # ---- the cache -----------------------------------------------------------------------
 
 
