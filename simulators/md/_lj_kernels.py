@@ -3,11 +3,21 @@
 Every kernel runs over all atoms (or all systems, or all cells) of the whole batch in one
 launch. Systems are contiguous atom ranges ``sys_start[s]:sys_start[s+1]``.
 
-Neighbour lists are full (each pair stored for both atoms), so each thread writes only its
-own atom's force and no float atomics are needed. Each atom's neighbour row is sorted by atom
-index and pairs beyond the cutoff contribute exactly nothing, so forces (to the last bit) do
-not depend on when lists are rebuilt, on the list skin or on cells vs all-pairs search. That
-makes trajectories reproducible and a batched run identical to its systems run alone.
+Two neighbour-list layouts, chosen by device in :class:`~labtwin.simulators.md.lj_warp.WarpLJ`:
+
+- CPU, half lists (``half = 1``): row ``i`` holds the neighbours ``j > i`` only, and
+  :func:`lj_forces_half` applies Newton's third law, writing ``f[j]`` as well as ``f[i]``:
+  half the pair work of a full list. Warp runs a CPU launch as one serial loop over the
+  threads, so these plain (non-atomic) writes are race-free and the summation order is fixed:
+  ``f[i]`` receives the pairs of the atoms ``k < i`` of its system in the order of ``k``, then
+  its own row. Cells are filled by that same serial loop, so each cell lists its atoms by
+  index and each row is a deterministic function of the positions at the rebuild; no row is
+  sorted. Rebuild times are per system (half-skin displacement), so a system's trajectory is
+  the same alone or in any batch, and the same from run to run.
+- CUDA, full lists (``half = 0``): each pair is stored for both atoms, each thread writes only
+  its own atom's force (no float atomics). Cells are filled by atomics in a racy order, so
+  rows are sorted by atom index (insertion sort): pairs beyond the cutoff contribute exactly
+  nothing, so forces, to the last bit, do not depend on when lists are rebuilt.
 
 This module must not use ``from __future__ import annotations``: Warp reads the annotations.
 """
@@ -27,13 +37,13 @@ def make_kernels(scalar: type) -> SimpleNamespace:
     module = f"labtwin_md_lj_{scalar.__name__}"
 
     @wp.func
-    def min_image(d: vec3, box: vec3, periodic: int) -> vec3:
+    def min_image(d: vec3, box: vec3, inv_box: vec3, periodic: int) -> vec3:
         if periodic == 0:
             return d
         return vec3(
-            d[0] - box[0] * wp.round(d[0] / box[0]),
-            d[1] - box[1] * wp.round(d[1] / box[1]),
-            d[2] - box[2] * wp.round(d[2] / box[2]),
+            d[0] - box[0] * wp.round(d[0] * inv_box[0]),
+            d[1] - box[1] * wp.round(d[1] * inv_box[1]),
+            d[2] - box[2] * wp.round(d[2] * inv_box[2]),
         )
 
     @wp.func
@@ -62,6 +72,44 @@ def make_kernels(scalar: type) -> SimpleNamespace:
         if wp.dot(d, d) > half_skin2[s]:
             rebuild[s] = 1
 
+    @wp.func
+    def image_range(d: scalar, length: scalar, inv_length: scalar, reach: scalar) -> wp.vec2i:
+        # images n (d - n L) of a coordinate difference d within reach (< L) of 0: the
+        # nearest, and the next one where that is within reach too
+        n0 = int(wp.round(d * inv_length))
+        delta = d - scalar(n0) * length
+        if length - wp.abs(delta) < reach:
+            if delta > scalar(0.0):
+                return wp.vec2i(n0, n0 + 1)
+            return wp.vec2i(n0 - 1, n0)
+        return wp.vec2i(n0, n0)
+
+    @wp.kernel(enable_backward=False, module=module)
+    def wrap_positions(
+        x: wp.array(dtype=vec3),
+        atom_sys: wp.array(dtype=wp.int32),
+        box: wp.array(dtype=vec3),
+        inv_box: wp.array(dtype=vec3),
+        periodic: wp.array(dtype=wp.int32),
+        rebuild: wp.array(dtype=wp.int32),
+        offset: wp.array(dtype=vec3),
+        xw: wp.array(dtype=vec3),
+    ):
+        # xw = x - offset, with offset (whole box lengths) reset where the system's lists are
+        # rebuilt, so xw is in the home box at a rebuild and near it until the next one
+        i = wp.tid()
+        s = atom_sys[i]
+        if rebuild[s] != 0 and periodic[s] != 0:
+            b = box[s]
+            ib = inv_box[s]
+            xi = x[i]
+            offset[i] = vec3(
+                b[0] * wp.floor(xi[0] * ib[0]),
+                b[1] * wp.floor(xi[1] * ib[1]),
+                b[2] * wp.floor(xi[2] * ib[2]),
+            )
+        xw[i] = x[i] - offset[i]
+
     @wp.kernel(enable_backward=False, module=module)
     def clear_cells(
         cell_sys: wp.array(dtype=wp.int32),
@@ -74,7 +122,7 @@ def make_kernels(scalar: type) -> SimpleNamespace:
 
     @wp.kernel(enable_backward=False, module=module)
     def bin_atoms(
-        x: wp.array(dtype=vec3),
+        xw: wp.array(dtype=vec3),
         atom_sys: wp.array(dtype=wp.int32),
         box: wp.array(dtype=vec3),
         n_cells: wp.array(dtype=wp.vec3i),
@@ -84,15 +132,16 @@ def make_kernels(scalar: type) -> SimpleNamespace:
         cell_atoms: wp.array2d(dtype=wp.int32),
         overflow: wp.array(dtype=wp.int32),
     ):
+        # on the CPU (serial launch) each cell lists its atoms in index order
         i = wp.tid()
         s = atom_sys[i]
         nc = n_cells[s]
         if rebuild[s] == 0 or nc[0] == 0:
             return
         b = box[s]
-        cx = cell_coord(x[i][0], b[0], nc[0])
-        cy = cell_coord(x[i][1], b[1], nc[1])
-        cz = cell_coord(x[i][2], b[2], nc[2])
+        cx = cell_coord(xw[i][0], b[0], nc[0])
+        cy = cell_coord(xw[i][1], b[1], nc[1])
+        cz = cell_coord(xw[i][2], b[2], nc[2])
         cid = cell_offset[s] + (cx * nc[1] + cy) * nc[2] + cz
         slot = wp.atomic_add(cell_count, cid, 1)
         if slot < cell_atoms.shape[1]:
@@ -100,66 +149,115 @@ def make_kernels(scalar: type) -> SimpleNamespace:
         else:
             wp.atomic_max(overflow, 0, 1)
 
+    @wp.func
+    def wrap_count(c: int, n: int) -> int:
+        # periodic image of cell coordinate c in [-2, n + 1] (n >= 5): -1, 0 or 1
+        if c < 0:
+            return -1
+        if c >= n:
+            return 1
+        return 0
+
+    @wp.func
+    def image_code(nx: int, ny: int, nz: int) -> int:
+        return (nx + 1) * 9 + (ny + 1) * 3 + (nz + 1)
+
     @wp.kernel(enable_backward=False, module=module)
     def build_neighbours(
-        x: wp.array(dtype=vec3),
+        xw: wp.array(dtype=vec3),
         atom_sys: wp.array(dtype=wp.int32),
         sys_start: wp.array(dtype=wp.int32),
         box: wp.array(dtype=vec3),
+        inv_box: wp.array(dtype=vec3),
         periodic: wp.array(dtype=wp.int32),
-        list_radius2: wp.array(dtype=scalar),
+        list_radius: wp.array(dtype=scalar),
         n_cells: wp.array(dtype=wp.vec3i),
         cell_offset: wp.array(dtype=wp.int32),
         cell_count: wp.array(dtype=wp.int32),
         cell_atoms: wp.array2d(dtype=wp.int32),
         rebuild: wp.array(dtype=wp.int32),
+        half: int,
+        x: wp.array(dtype=vec3),
         x_ref: wp.array(dtype=vec3),
         nbr: wp.array2d(dtype=wp.int32),
         nbr_count: wp.array(dtype=wp.int32),
         overflow: wp.array(dtype=wp.int32),
     ):
+        # Entries are (j << 5) | image code: the pair (i, j + n L) with n in {-1, 0, 1}^3, from
+        # the home-box positions xw, so that forces need no minimum image. Every image of j
+        # within the list radius is listed (a box under twice the radius holds several).
+        # half = 1: j > i only (CPU, Newton's third law); half = 0: all j != i, each row
+        # then sorted (CUDA, where cells fill in a racy order).
         i = wp.tid()
         s = atom_sys[i]
         if rebuild[s] == 0:
             return
-        xi = x[i]
-        x_ref[i] = xi
+        x_ref[i] = x[i]
+        xi = xw[i]
         b = box[s]
+        ib = inv_box[s]
         per = periodic[s]
-        r2max = list_radius2[s]
+        reach = list_radius[s]
+        r2max = reach * reach
         capacity = nbr.shape[1]
         n = int(0)  # noqa: UP018 - Warp needs int() for a variable mutated in loops
         nc = n_cells[s]
         if nc[0] == 0:
-            # all pairs of the system: rows come out sorted by atom index
-            for j in range(sys_start[s], sys_start[s + 1]):
+            # all pairs of the system
+            first = sys_start[s]
+            if half != 0:
+                first = i + 1
+            for j in range(first, sys_start[s + 1]):
                 if j != i:
-                    d = min_image(xi - x[j], b, per)
-                    if wp.dot(d, d) < r2max:
-                        if n < capacity:
-                            nbr[i, n] = j
-                        n += 1
+                    d = xi - xw[j]
+                    if per == 0:
+                        if wp.dot(d, d) < r2max:
+                            if n < capacity:
+                                nbr[i, n] = (j << 5) | image_code(0, 0, 0)
+                            n += 1
+                    else:
+                        rx = image_range(d[0], b[0], ib[0], reach)
+                        ry = image_range(d[1], b[1], ib[1], reach)
+                        rz = image_range(d[2], b[2], ib[2], reach)
+                        for nx in range(rx[0], rx[1] + 1):
+                            for ny in range(ry[0], ry[1] + 1):
+                                for nz in range(rz[0], rz[1] + 1):
+                                    e = d - vec3(
+                                        scalar(nx) * b[0], scalar(ny) * b[1], scalar(nz) * b[2]
+                                    )
+                                    if wp.dot(e, e) < r2max:
+                                        if n < capacity:
+                                            nbr[i, n] = (j << 5) | image_code(nx, ny, nz)
+                                        n += 1
         else:
+            # cells at least half the list radius wide: the 5 x 5 x 5 cells around i's,
+            # unfolded across the periodic boundary (each (cell, image) once)
             cx = cell_coord(xi[0], b[0], nc[0])
             cy = cell_coord(xi[1], b[1], nc[1])
             cz = cell_coord(xi[2], b[2], nc[2])
-            for ox in range(-1, 2):
-                for oy in range(-1, 2):
-                    for oz in range(-1, 2):
-                        ax = (cx + ox + nc[0]) % nc[0]
-                        ay = (cy + oy + nc[1]) % nc[1]
-                        az = (cz + oz + nc[2]) % nc[2]
+            for ox in range(cx - 2, cx + 3):
+                ix = wrap_count(ox, nc[0])
+                ax = ox - ix * nc[0]
+                for oy in range(cy - 2, cy + 3):
+                    iy = wrap_count(oy, nc[1])
+                    ay = oy - iy * nc[1]
+                    for oz in range(cz - 2, cz + 3):
+                        iz = wrap_count(oz, nc[2])
+                        az = oz - iz * nc[2]
+                        shift = vec3(scalar(ix) * b[0], scalar(iy) * b[1], scalar(iz) * b[2])
+                        code = image_code(ix, iy, iz)
                         cid = cell_offset[s] + (ax * nc[1] + ay) * nc[2] + az
                         count = wp.min(cell_count[cid], cell_atoms.shape[1])
                         for k in range(count):
                             j = cell_atoms[cid, k]
-                            if j != i:
-                                d = min_image(xi - x[j], b, per)
+                            if j > i or (half == 0 and j != i):
+                                d = xi - xw[j] - shift
                                 if wp.dot(d, d) < r2max:
                                     if n < capacity:
-                                        nbr[i, n] = j
+                                        nbr[i, n] = (j << 5) | code
                                     n += 1
-            # insertion sort of the row by atom index (deterministic summation order)
+        if half == 0:
+            # insertion sort of the row (deterministic summation order)
             m = wp.min(n, capacity)
             for a in range(1, m):
                 key = nbr[i, a]
@@ -178,10 +276,9 @@ def make_kernels(scalar: type) -> SimpleNamespace:
 
     @wp.kernel(enable_backward=False, module=module)
     def lj_forces(
-        x: wp.array(dtype=vec3),
+        xw: wp.array(dtype=vec3),
         atom_sys: wp.array(dtype=wp.int32),
-        box: wp.array(dtype=vec3),
-        periodic: wp.array(dtype=wp.int32),
+        image_shift: wp.array2d(dtype=vec3),
         cutoff2: wp.array(dtype=scalar),
         energy_shift: wp.array(dtype=scalar),
         nbr: wp.array2d(dtype=wp.int32),
@@ -190,20 +287,19 @@ def make_kernels(scalar: type) -> SimpleNamespace:
         atom_energy: wp.array(dtype=scalar),
         atom_virial: wp.array(dtype=scalar),
     ):
-        # U = 4 (r^-12 - r^-6) for r < rc (minus the optional shift); each atom gets half of
-        # each pair energy and half of each pair virial r . F = 24 (2 r^-12 - r^-6).
+        # full lists (CUDA). U = 4 (r^-12 - r^-6) for r < rc (minus the optional shift); each
+        # atom gets half of each pair energy and half of each pair virial r . F = 24 (2 r^-12 - r^-6).
         i = wp.tid()
         s = atom_sys[i]
-        xi = x[i]
-        b = box[s]
-        per = periodic[s]
+        xi = xw[i]
         rc2 = cutoff2[s]
         shift = energy_shift[s]
         fi = vec3(scalar(0.0), scalar(0.0), scalar(0.0))
         e = scalar(0.0)
         w = scalar(0.0)
         for k in range(nbr_count[i]):
-            d = min_image(xi - x[nbr[i, k]], b, per)
+            entry = nbr[i, k]
+            d = xi - xw[entry >> 5] - image_shift[s, entry & 31]
             r2 = wp.dot(d, d)
             if r2 < rc2:
                 inv2 = scalar(1.0) / r2
@@ -213,6 +309,53 @@ def make_kernels(scalar: type) -> SimpleNamespace:
                 e = e + scalar(2.0) * inv6 * (inv6 - scalar(1.0)) - scalar(0.5) * shift
                 w = w + scalar(0.5) * pair_virial
         f[i] = fi
+        atom_energy[i] = e
+        atom_virial[i] = w
+
+    @wp.kernel(enable_backward=False, module=module)
+    def zero_forces(f: wp.array(dtype=vec3)):
+        i = wp.tid()
+        f[i] = vec3(scalar(0.0), scalar(0.0), scalar(0.0))
+
+    @wp.kernel(enable_backward=False, module=module)
+    def lj_forces_half(
+        xw: wp.array(dtype=vec3),
+        atom_sys: wp.array(dtype=wp.int32),
+        image_shift: wp.array2d(dtype=vec3),
+        cutoff2: wp.array(dtype=scalar),
+        energy_shift: wp.array(dtype=scalar),
+        nbr: wp.array2d(dtype=wp.int32),
+        nbr_count: wp.array(dtype=wp.int32),
+        f: wp.array(dtype=vec3),
+        atom_energy: wp.array(dtype=scalar),
+        atom_virial: wp.array(dtype=scalar),
+    ):
+        # half lists, CPU only (a serial launch; f zeroed first by zero_forces): each pair
+        # once, its force added to i and subtracted from j (Newton's third law); atom i books
+        # the whole energy and virial of the pairs of its row.
+        i = wp.tid()
+        s = atom_sys[i]
+        xi = xw[i]
+        rc2 = cutoff2[s]
+        shift = energy_shift[s]
+        fi = vec3(scalar(0.0), scalar(0.0), scalar(0.0))
+        e = scalar(0.0)
+        w = scalar(0.0)
+        for k in range(nbr_count[i]):
+            entry = nbr[i, k]
+            j = entry >> 5
+            d = xi - xw[j] - image_shift[s, entry & 31]
+            r2 = wp.dot(d, d)
+            if r2 < rc2:
+                inv2 = scalar(1.0) / r2
+                inv6 = inv2 * inv2 * inv2
+                pair_virial = scalar(24.0) * inv6 * (scalar(2.0) * inv6 - scalar(1.0))
+                fij = (pair_virial * inv2) * d
+                fi = fi + fij
+                f[j] = f[j] - fij
+                e = e + scalar(4.0) * inv6 * (inv6 - scalar(1.0)) - shift
+                w = w + pair_virial
+        f[i] = f[i] + fi
         atom_energy[i] = e
         atom_virial[i] = w
 
@@ -316,6 +459,7 @@ def make_kernels(scalar: type) -> SimpleNamespace:
         atom_sys: wp.array(dtype=wp.int32),
         sys_start: wp.array(dtype=wp.int32),
         box: wp.array(dtype=vec3),
+        inv_box: wp.array(dtype=vec3),
         periodic: wp.array(dtype=wp.int32),
         bin_width: scalar,
         block: int,
@@ -329,7 +473,7 @@ def make_kernels(scalar: type) -> SimpleNamespace:
         n_bins = hist.shape[2]
         for j in range(sys_start[s], sys_start[s + 1]):
             if j != i:
-                d = min_image(x[i] - x[j], box[s], 1)
+                d = min_image(x[i] - x[j], box[s], inv_box[s], 1)
                 k = int(wp.length(d) / bin_width)
                 if k < n_bins:
                     wp.atomic_add(hist, block, s, k, 1)

@@ -123,6 +123,9 @@ class WarpLJ:
         if device is None:
             device = state.device if state.device != "numpy" else default_device()
         self.device = str(wp.get_device(device))
+        # half lists with Newton's third law where launches are serial (CPU), full lists
+        # with one writer per force on CUDA (see _lj_kernels)
+        self.half_list = not wp.get_device(self.device).is_cuda
         host = state.numpy()
         self.dtype = np.float64 if host.dtype == np.float64 else np.float32
         self.scalar = wp.float64 if self.dtype == np.float64 else wp.float32
@@ -139,8 +142,12 @@ class WarpLJ:
         rc = np.where(periodic, cutoff, np.inf if cluster_cutoff is None else cluster_cutoff)
         r_list = rc + skin
         shift = np.where(np.isfinite(rc), 4.0 * (rc**-12.0 - rc**-6.0), 0.0) * shift_energy
-        n_cells = np.where(periodic[:, None], np.floor(box / r_list[:, None]), 0).astype(int)
-        n_cells[np.any(n_cells < 3, axis=1)] = 0  # too few cells to prune: all-pairs
+        # cells at least half the list radius wide, searched 5 x 5 x 5; with fewer than 6
+        # per edge those 125 cells hold more atoms than the box: all-pairs search instead
+        half_radius = np.where(np.isfinite(r_list), r_list / 2, np.inf)[:, None]
+        n_cells = np.where(periodic[:, None], np.floor(box / half_radius * (1 - 1e-9)), 0)
+        n_cells = n_cells.astype(int)
+        n_cells[np.any(n_cells < 6, axis=1)] = 0
         cells_per_system = n_cells.prod(axis=1)
 
         self.periodic_host = periodic
@@ -149,7 +156,12 @@ class WarpLJ:
         density = np.where(periodic, counts / np.where(periodic, box.prod(axis=1), 1.0), 0.0)
         sphere = 4.0 / 3.0 * np.pi * np.where(np.isfinite(r_list), r_list, 0.0) ** 3
         expected = np.where(np.isfinite(r_list), density * sphere, counts)
-        self.nbr_capacity = int(np.clip(1.5 * expected + 16, 1, np.maximum(counts - 1, 1)).max())
+        # a half list by atom index fills its first rows as a full list does; a box under
+        # twice the list radius lists some pairs at two images
+        most = np.where(periodic, 27 * counts, np.maximum(counts - 1, 1))
+        self.nbr_capacity = int(np.clip(1.5 * expected + 16, 1, most).max())
+        if self.n_atoms >= 2**26:
+            raise ValueError("at most 2**26 atoms per batch (neighbour entries pack j << 5)")
         cell_volume = np.where(
             cells_per_system > 0, box.prod(1) / np.maximum(cells_per_system, 1), 0
         )
@@ -167,9 +179,17 @@ class WarpLJ:
         self.atom_sys = arr(host.system_idx.astype(np.int32), wp.int32)
         self.sys_start = arr(host.system_start(), wp.int32)
         self.box = arr(host.box.astype(self.dtype), self.vec3)
+        self.inv_box = arr((1.0 / host.box.astype(np.float64)).astype(self.dtype), self.vec3)
         self.periodic = arr(periodic.astype(np.int32), wp.int32)
         self.cutoff2 = arr((rc**2).astype(self.dtype), s)
-        self.list_radius2 = arr((r_list**2).astype(self.dtype), s)
+        self.list_radius = arr(r_list.astype(self.dtype), s)
+        # image_shift[s, code]: the periodic image n L of a neighbour entry's image code
+        # (nx + 1) * 9 + (ny + 1) * 3 + (nz + 1), n in {-1, 0, 1}^3 (see build_neighbours)
+        images = np.stack(np.meshgrid(*[np.arange(-1, 2)] * 3, indexing="ij"), -1).reshape(27, 3)
+        self.image_shift = arr(
+            (images[None, :, :] * host.box[:, None, :].astype(np.float64)).astype(self.dtype),
+            self.vec3,
+        )
         self.half_skin2 = arr(np.full(self.n_systems, (skin / 2) ** 2, dtype=self.dtype), s)
         self.energy_shift = arr(shift.astype(self.dtype), s)
         self.n_cells = arr(n_cells.astype(np.int32), wp.vec3i)
@@ -183,6 +203,8 @@ class WarpLJ:
         self.rebuild = wp.zeros(self.n_systems, dtype=wp.int32, device=self.device)
         self.overflow = wp.zeros(2, dtype=wp.int32, device=self.device)
         self.x_ref = wp.zeros_like(self.x)
+        self.offset = wp.zeros_like(self.x)  # box lengths taken off x at the last rebuild
+        self.xw = wp.clone(self.x)  # x - offset: home-box positions the lists refer to
         self.x_origin = wp.clone(self.x)
         self.atom_energy = wp.zeros(self.n_atoms, dtype=s, device=self.device)
         self.atom_virial = wp.zeros(self.n_atoms, dtype=s, device=self.device)
@@ -198,6 +220,7 @@ class WarpLJ:
         self._graph: tuple[Any, Any] | None = None
         self._recorded: tuple[float, list[Any]] | None = None
         self._recording: list[Any] | None = None
+        self._saved: list[Any] | None = None  # a chunk's starting point, kept for a redo
         self.rebuild_all()
 
     # ------------------------------------------------------------------ neighbour lists
@@ -220,6 +243,20 @@ class WarpLJ:
 
     def _list_and_force_launches(self) -> None:
         k = self.kernels
+        self._go(
+            k.wrap_positions,
+            self.n_atoms,
+            [
+                self.x,
+                self.atom_sys,
+                self.box,
+                self.inv_box,
+                self.periodic,
+                self.rebuild,
+                self.offset,
+                self.xw,
+            ],
+        )
         if self.n_cells_total:
             self._go(
                 k.clear_cells,
@@ -230,7 +267,7 @@ class WarpLJ:
                 k.bin_atoms,
                 self.n_atoms,
                 [
-                    self.x,
+                    self.xw,
                     self.atom_sys,
                     self.box,
                     self.n_cells,
@@ -245,31 +282,39 @@ class WarpLJ:
             k.build_neighbours,
             self.n_atoms,
             [
-                self.x,
+                self.xw,
                 self.atom_sys,
                 self.sys_start,
                 self.box,
+                self.inv_box,
                 self.periodic,
-                self.list_radius2,
+                self.list_radius,
                 self.n_cells,
                 self.cell_offset,
                 self.cell_count,
                 self.cell_atoms,
                 self.rebuild,
+                int(self.half_list),
+                self.x,
                 self.x_ref,
                 self.nbr,
                 self.nbr_count,
                 self.overflow,
             ],
         )
+        self._force_launches()
+
+    def _force_launches(self) -> None:
+        k = self.kernels
+        if self.half_list:
+            self._go(k.zero_forces, self.n_atoms, [self.f])
         self._go(
-            k.lj_forces,
+            k.lj_forces_half if self.half_list else k.lj_forces,
             self.n_atoms,
             [
-                self.x,
+                self.xw,
                 self.atom_sys,
-                self.box,
-                self.periodic,
+                self.image_shift,
                 self.cutoff2,
                 self.energy_shift,
                 self.nbr,
@@ -388,17 +433,29 @@ class WarpLJ:
         """Advance all systems ``n_steps`` steps of ``dt`` (tau).
 
         If a neighbour or cell list overflowed, the chunk is repeated from its start with
-        larger lists; forces do not depend on list history, so the result is the same.
+        larger lists, rebuilt from the positions the chunk's first lists were built from
+        (``x_ref``), so they hold the same pairs in the same order and the result is the same.
         """
         wp = self.wp
-        x0, v0, step0 = wp.clone(self.x), wp.clone(self.v), wp.clone(self.step_counter)
+        live = (self.x, self.v, self.v_mid, self.step_counter, self.x_ref)
+        if self._saved is None:
+            self._saved = [wp.empty_like(a) for a in live]
+        saved = self._saved
+        for target, source in zip(saved, live):
+            wp.copy(target, source)
         self.overflow.zero_()
         self._launch_steps(n_steps, dt)
         while self._grow_on_overflow():
-            wp.copy(self.x, x0)
-            wp.copy(self.v, v0)
-            wp.copy(self.step_counter, step0)
-            self.rebuild_all()
+            wp.copy(self.x, saved[-1])
+            self.rebuild_all()  # lists (and x_ref) as at the last rebuild before the chunk
+            for target, source in zip((self.x, self.v, self.v_mid, self.step_counter), saved):
+                wp.copy(target, source)
+            self.overflow.zero_()
+            # forces at the chunk's start from those lists (no system flagged for a rebuild)
+            wp.launch(
+                self.kernels.reset_flags, self.n_systems, [self.rebuild, 0], device=self.device
+            )
+            self._list_and_force_launches()
             self.overflow.zero_()
             self._launch_steps(n_steps, dt)
 
@@ -567,6 +624,7 @@ def run_lj(
                     engine.atom_sys,
                     engine.sys_start,
                     engine.box,
+                    engine.inv_box,
                     engine.periodic,
                     engine.scalar(rdf_r_max / rdf_bins),
                     k * rdf_blocks // n_samples,

@@ -37,7 +37,7 @@ def _brute_force(positions: np.ndarray, box: np.ndarray | None, cutoff: float | 
 
 @pytest.fixture(scope="module")
 def mixed_state() -> MDState:
-    """Float64 batch: a 500-atom liquid (cell lists: 3 cells per edge), a 108-atom liquid
+    """Float64 batch: a 500-atom liquid (cell lists: 6 cells per edge), a 108-atom liquid
     (all-pairs search), a gas, and two clusters, thermalised a little so it is disordered."""
     rng = np.random.default_rng(3)
     state = MDState.concatenate(
@@ -54,9 +54,10 @@ def mixed_state() -> MDState:
 def test_engine_uses_cell_lists_and_all_pairs(mixed_state: MDState) -> None:
     engine = WarpLJ(mixed_state)
     n_cells = engine.n_cells.numpy()
-    assert (n_cells[0] == 3).all()  # 500 atoms at rho 0.8: L = 8.55 >= 3 (rc + skin)
+    # cells at least (rc + skin) / 2 = 1.4 wide, at least 6 per edge, else all pairs
+    assert (n_cells[0] == 6).all()  # 500 atoms at rho 0.8: L = 8.55
     assert (n_cells[1] == 0).all()  # 108 atoms at rho 0.75: L = 5.2, all pairs
-    assert (n_cells[2] == 4).all()  # the gas: L = 12.9
+    assert (n_cells[2] == 9).all()  # the gas: L = 12.9
     assert (n_cells[3:] == 0).all()  # clusters: all pairs
 
 
