@@ -19,6 +19,7 @@ import statistics
 import time
 
 import numpy as np
+from _report import add_markdown_option, markdown_section
 
 from labtwin.simulators.combustion import IgnitionPool
 from labtwin.tasks.combustion import SETTINGS, IgnitionDelay, case_of
@@ -54,7 +55,16 @@ def main() -> None:
     parser.add_argument("--shots", type=int, default=24)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds")
+    add_markdown_option(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.shots, args.rounds = 2, 1
+    with markdown_section(args.markdown, 'Ignition shots per second: in process and on 2 worker processes (Cantera, GRI-Mech 3.0)'):
+        _run(args)
+
+
+def _run(args: argparse.Namespace) -> None:
     cases = shots(args.shots, args.seed)
     rows = {}
     reference = None

@@ -22,6 +22,7 @@ import tempfile
 import time
 
 import torch
+from _report import add_markdown_option, markdown_section
 
 import labtwin
 from labtwin.agents.policy import HFPolicy, save_tiny
@@ -52,7 +53,16 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=96, help="new tokens at most")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cpu", help="device of the HF model")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds")
+    add_markdown_option(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.prompts, args.samples, args.tokens, args.repeats = 2, 2, 8, 1
+    with markdown_section(args.markdown, 'Rollout generation on the tiny model: Hugging Face transformers vs vLLM'):
+        _run(args)
+
+
+def _run(args: argparse.Namespace) -> None:
 
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     from labtwin.agents.policy.vllm_policy import VLLMPolicy

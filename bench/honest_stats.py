@@ -23,6 +23,7 @@ import statistics
 import time
 
 import numpy as np
+from _report import add_markdown_option, markdown_section
 
 from labtwin.simulators.md.build import lj_fluid
 from labtwin.simulators.md.lj_warp import run_lj
@@ -51,7 +52,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--water", action="store_true", help="WaterDensity-v2 instead")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds")
+    add_markdown_option(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.rounds, args.batch = 1, 2
+    with markdown_section(args.markdown, "What honest statistics cost in the water lab" if args.water else "What honest statistics cost in the LJ lab"):
+        _run(args)
+
+
+def _run(args: argparse.Namespace) -> None:
     if args.water:
         return water(args.rounds)
     n = args.batch

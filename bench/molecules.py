@@ -42,6 +42,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from _report import add_markdown_option, markdown_section
+
 from labtwin.simulators.chem import MoleculeEngine, MoleculeResult
 from labtwin.simulators.chem.engine import Job, measure_job
 
@@ -241,7 +243,16 @@ def main() -> None:
     parser.add_argument(
         "--molecules", type=int, default=len(DRUGS), help="the first N molecules of DRUGS"
     )
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, seconds")
+    add_markdown_option(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.molecules, args.rounds = 4, 1
+    with markdown_section(args.markdown, 'Molecules per second through the molecule engine: 1 worker, 2 workers and the cache'):
+        _run(args)
+
+
+def _run(args: argparse.Namespace) -> None:
     smiles = [s for _, s in DRUGS[: args.molecules]]
     n = len(smiles)
     load_before = os.getloadavg()
