@@ -6,7 +6,9 @@ Two jobs, both batched:
   completions per prompt out, each with its token ids, text and the per-token
   log-probabilities it was sampled with (the "old" log-probs of GRPO).
 - ``logprobs``: the training forward pass; ``[B, T]`` log-probs of given
-  completions after given prompts, with their mask.
+  completions after given prompts, with their mask. Rows with the same prompt
+  (a GRPO group) share one forward pass of it: its keys and values are cached
+  once and every completion of the group attends to them (``share_prompt``).
 
 Completions of the same prompt are consecutive, the layout
 ``labtwin.agents.grpo.group_advantages`` expects. Prompts go in as token ids
@@ -17,6 +19,8 @@ re-tokenising the history.
 from __future__ import annotations
 
 import contextlib
+import inspect
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,12 +31,14 @@ from torch import Tensor
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
+    DynamicCache,
     GenerationConfig,
     LogitsProcessor,
     LogitsProcessorList,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
+from transformers.cache_utils import DynamicLayer
 
 from labtwin.agents.grpo.losses import selective_log_softmax, token_entropy
 
@@ -80,6 +86,9 @@ class HFPolicy:
         model: any ``AutoModelForCausalLM`` model.
         tokenizer: its tokenizer; must have a chat template for :meth:`sample`.
         device: where the model runs; default :func:`default_device`.
+        share_prompt: in :meth:`logprobs`, run a prompt that several rows share
+            once and let their completions attend to its cached keys and values
+            (False: every row runs its whole prompt, as one padded batch).
     """
 
     def __init__(
@@ -87,6 +96,7 @@ class HFPolicy:
         model: PreTrainedModel,
         tokenizer: PreTrainedTokenizerBase,
         device: str | torch.device | None = None,
+        share_prompt: bool = True,
     ) -> None:
         self.device = torch.device(device) if device is not None else default_device()
         self.model = model.to(self.device)
@@ -94,6 +104,13 @@ class HFPolicy:
         self.stop_token_ids = _stop_token_ids(model, tokenizer)
         pad = tokenizer.pad_token_id
         self.pad_token_id = pad if pad is not None else self.stop_token_ids[0]
+        self.share_prompt = share_prompt
+        self.unshared_reason: str | None = None
+        """Why the last :meth:`logprobs` call ran every row's prompt (None: it shared them)."""
+        # models whose cache turned out not to be shareable, with the reason
+        self._no_shared_cache: weakref.WeakKeyDictionary[torch.nn.Module, str] = (
+            weakref.WeakKeyDictionary()
+        )
 
     @classmethod
     def from_pretrained(
@@ -231,6 +248,21 @@ class HFPolicy:
         Runs with gradients unless called under ``torch.no_grad()``; the
         model's train/eval mode is left as the caller set it.
 
+        With ``share_prompt`` (the default), rows whose prompt token ids are
+        identical are scored in two passes: each distinct prompt once
+        (left-padded, one row per prompt) with the model's key/value cache on,
+        then every completion against its prompt's cached keys and values
+        (the cache rows gathered per completion, with positions continuing
+        after the prompt). Gradients flow through the gathered keys and values
+        into the prompt's one forward pass, summed over its completions, so
+        log-probs, entropies and gradients equal those of the unshared pass
+        up to float summation order. Calls that cannot share run the single
+        padded pass instead and say why in :attr:`unshared_reason`: no two
+        rows share a prompt, ``share_prompt`` is off, gradient checkpointing
+        is on (transformers drops the cache), the model's forward takes no
+        cache, or its cache is not a plain ``DynamicCache`` of full-attention
+        layers (sliding-window, static, quantised, linear-attention caches).
+
         Args:
             prompt_ids: ``B`` prompts (non-empty).
             completion_ids: ``B`` completions.
@@ -244,6 +276,52 @@ class HFPolicy:
             ``CompletionLogprobs(logprobs [B, T], mask [B, T], entropy [B, T] | None)``
             with ``T`` the longest completion, on the policy's device.
         """
+        model = self.model if model is None else model
+        reason = self._unshared_reason(model, prompt_ids)
+        scored = None
+        if reason is None:
+            try:
+                scored = self._shared_prompt_logits(model, prompt_ids, completion_ids)
+            except _CacheNotShareable as error:
+                reason = self._no_shared_cache[model] = str(error)
+        if scored is None:
+            scored = self._padded_logits(model, prompt_ids, completion_ids)
+        self.unshared_reason = reason
+        logits, targets, mask = scored
+        logits = logits / temperature  # [B, T, V]
+        logprobs = selective_log_softmax(logits, targets) * mask
+        entropy = None
+        if with_entropy:
+            with torch.no_grad():
+                entropy = token_entropy(logits, mask)
+        return CompletionLogprobs(logprobs, mask, entropy)
+
+    def _unshared_reason(
+        self, model: torch.nn.Module, prompt_ids: Sequence[Sequence[int]]
+    ) -> str | None:
+        """Why this call cannot share prompts, found before running anything (None: it can)."""
+        if not self.share_prompt:
+            return "share_prompt is off"
+        if len({tuple(p) for p in prompt_ids}) == len(prompt_ids):
+            return "no two rows share a prompt"
+        if model in self._no_shared_cache:
+            return self._no_shared_cache[model]
+        if _checkpointing(model) and model.training:
+            return "gradient checkpointing is on (transformers turns the cache off)"
+        if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
+            return "an encoder-decoder model"
+        if _cache_argument(model) is None:
+            return "the model's forward takes no cache argument"
+        return None
+
+    def _padded_logits(
+        self,
+        model: torch.nn.Module,
+        prompt_ids: Sequence[Sequence[int]],
+        completion_ids: Sequence[Sequence[int]],
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Every row's prompt and completion in one padded pass: logits ``[B, T, V]`` of the
+        completion tokens (before the temperature), the tokens ``[B, T]`` and their mask."""
         prompt_len = max(len(p) for p in prompt_ids)
         completion_len = max(max(len(c) for c in completion_ids), 1)
         input_ids, attention_mask = [], []
@@ -256,7 +334,6 @@ class HFPolicy:
         attention_mask = torch.tensor(attention_mask, device=self.device)
         position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
 
-        model = self.model if model is None else model
         out = model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -265,15 +342,62 @@ class HFPolicy:
             use_cache=False,
         )
         # The logit at position j predicts token j + 1: drop the last one.
-        logits = out.logits[:, :-1, :] / temperature  # [B, T, V]
-        targets = input_ids[:, prompt_len:]  # [B, T]
-        mask = attention_mask[:, prompt_len:].bool()
-        logprobs = selective_log_softmax(logits, targets) * mask
-        entropy = None
-        if with_entropy:
-            with torch.no_grad():
-                entropy = token_entropy(logits, mask)
-        return CompletionLogprobs(logprobs, mask, entropy)
+        logits = out.logits[:, :-1, :]
+        return logits, input_ids[:, prompt_len:], attention_mask[:, prompt_len:].bool()
+
+    def _shared_prompt_logits(
+        self,
+        model: torch.nn.Module,
+        prompt_ids: Sequence[Sequence[int]],
+        completion_ids: Sequence[Sequence[int]],
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """As :meth:`_padded_logits`, with each distinct prompt run once and its cached keys
+        and values gathered for its completions. Raises :class:`_CacheNotShareable`."""
+        pad, device = self.pad_token_id, self.device
+        distinct: dict[tuple[int, ...], int] = {}
+        prompt_of_row = [distinct.setdefault(tuple(p), len(distinct)) for p in prompt_ids]
+        rows = torch.tensor(prompt_of_row, device=device)
+
+        # pass 1: each distinct prompt once, left-padded, with its keys and values cached
+        prompt_ids_, prompt_mask = _left_pad([list(p) for p in distinct], pad)
+        prompt_ids_, prompt_mask = prompt_ids_.to(device), prompt_mask.to(device)
+        cache_argument = _cache_argument(model)
+        out = model(
+            input_ids=prompt_ids_,
+            attention_mask=prompt_mask,
+            position_ids=(prompt_mask.cumsum(dim=1) - 1).clamp(min=0),
+            logits_to_keep=1,
+            use_cache=True,
+        )
+        cache = getattr(out, "cache", None)
+        if cache is None:
+            cache = getattr(out, "past_key_values", None)
+        _check_shareable(cache)
+        for layer in cache.layers:  # one cache row per completion (differentiable gather)
+            layer.batch_select_indices(rows)
+
+        # pass 2: every completion after its prompt's cached keys and values
+        completion_len = max(max(len(c) for c in completion_ids), 1)
+        targets = torch.tensor(
+            [list(c) + [pad] * (completion_len - len(c)) for c in completion_ids], device=device
+        )
+        mask = torch.tensor(
+            [[1] * len(c) + [0] * (completion_len - len(c)) for c in completion_ids], device=device
+        )
+        # the last prompt token's logit predicts completion token 0
+        logits = out.logits[:, -1:, :].index_select(0, rows)  # [B, 1, V]
+        if completion_len > 1:  # tokens 0 .. T-2 predict tokens 1 .. T-1
+            attention_mask = torch.cat([prompt_mask.index_select(0, rows), mask], dim=1)[:, :-1]
+            position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
+            out = model(
+                input_ids=targets[:, :-1],
+                attention_mask=attention_mask,
+                position_ids=position_ids[:, prompt_mask.shape[1] :],
+                use_cache=True,
+                **{cache_argument: cache},
+            )
+            logits = torch.cat([logits, out.logits], dim=1)
+        return logits, targets, mask.bool()
 
     def _completion(
         self, prompt_index: int, prompt: list[int], new_tokens: Tensor, logprobs: Tensor
@@ -290,6 +414,45 @@ class HFPolicy:
             text=self.tokenizer.decode(ids, skip_special_tokens=True),
             logprobs=logprobs[:length].tolist(),
             finish_reason="stop" if stops else "length",
+        )
+
+
+class _CacheNotShareable(Exception):
+    """The model's key/value cache cannot be gathered per completion; the message says why."""
+
+
+def _cache_argument(model: torch.nn.Module) -> str | None:
+    """The name under which the model's forward takes a key/value cache: ``cache``
+    (transformers 5.2x), ``past_key_values`` (earlier), or None."""
+    inner = getattr(model, "_orig_mod", getattr(model, "module", model))  # compiled, DDP
+    parameters = inspect.signature(inner.forward).parameters
+    for name in ("cache", "past_key_values"):
+        if name in parameters:
+            return name
+    return None
+
+
+def _checkpointing(model: torch.nn.Module) -> bool:
+    """Whether activation (gradient) checkpointing is on, under either transformers name."""
+    for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):
+        if hasattr(type(model), name):  # on the type: reading the old name warns
+            return bool(getattr(model, name))
+    return False
+
+
+def _check_shareable(cache: Any) -> None:
+    """Raise :class:`_CacheNotShareable` unless ``cache`` is a ``DynamicCache`` whose
+    layers are all plain full-attention ``DynamicLayer`` (whose ``update`` concatenates,
+    so new keys append after the gathered prompt's and gradients reach it)."""
+    if cache is None:
+        raise _CacheNotShareable("the model returned no cache")
+    if not isinstance(cache, DynamicCache) or not hasattr(cache, "layers"):
+        raise _CacheNotShareable(f"its cache is a {type(cache).__name__}, not a DynamicCache")
+    kinds = {type(layer).__name__ for layer in cache.layers if type(layer) is not DynamicLayer}
+    if kinds:
+        raise _CacheNotShareable(
+            f"its cache has {', '.join(sorted(kinds))} layers, not only full-attention "
+            "DynamicLayer ones"
         )
 
 
