@@ -28,6 +28,10 @@ the caller's screening cost (parse, canonicalise, check: paid on a miss; a SMILE
 seen before skips it through the engine's screening memo, which ``clear_cache`` empties, so
 a recompute round pays it).
 
+The peer is the loop a user would write without the engine: RDKit and the same job
+function in the calling process, one molecule after another (no isolation from native
+crashes, no timeouts, no cache), with ``OMP_NUM_THREADS=1`` as in the workers.
+
 Checked: every molecule is measured ``ok``; every parallel, cached and repeated round equals
 the first serial round exactly (``MoleculeResult`` equality: every value bit for bit); a
 cached round computes nothing (``engine.computed`` does not move).
@@ -35,8 +39,11 @@ cached round computes nothing (``engine.computed`` does not move).
 
 from __future__ import annotations
 
-import argparse
 import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # xTB in the in-process loop, as in the workers
+
+import argparse  # noqa: E402
 import statistics
 import time
 from collections.abc import Callable
@@ -45,7 +52,7 @@ from dataclasses import dataclass, field
 from _report import add_markdown_option, markdown_section
 
 from labtwin.simulators.chem import MoleculeEngine, MoleculeResult
-from labtwin.simulators.chem.engine import Job, measure_job
+from labtwin.simulators.chem.engine import Job, measure_job, screen_one
 
 #: (name, SMILES) of the drugs measured; neutral parent molecules, one fragment each
 DRUGS: tuple[tuple[str, str], ...] = (
@@ -138,6 +145,9 @@ class StageTimes:
     parallel_cpu: list[float] = field(default_factory=list)
     #: seconds of the caller's screening of every SMILES, right after each cached round
     screening: list[float] = field(default_factory=list)
+    #: seconds of the plain loop a user would write instead: RDKit and the same job
+    #: function in the calling process, one molecule after another (no workers, no cache)
+    in_process: list[float] = field(default_factory=list)
 
 
 def check(condition: bool, message: str) -> None:
@@ -184,6 +194,7 @@ def run_stage(stage: Stage, smiles: list[str], rounds: int) -> StageTimes:
         times = StageTimes([], [], [], start_workers(serial, stage.kind), 0.0)
         times.startup_parallel = start_workers(parallel, stage.kind)
         reference = None
+        limits, settings = serial.settings.limits, serial.settings
         ways = [
             (serial, times.serial, times.serial_cpu),
             (parallel, times.parallel, times.parallel_cpu),
@@ -215,6 +226,16 @@ def run_stage(stage: Stage, smiles: list[str], rounds: int) -> StageTimes:
             for s in smiles:
                 serial.screen(s)
             times.screening.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            plain = [
+                stage.job_function(Job(screen_one(s, limits).canonical, stage.kind, settings))
+                for s in smiles
+            ]
+            times.in_process.append(time.perf_counter() - start)
+            check(
+                [r.values for r in plain] == [r.values for r in reference],
+                f"{stage.name}: the in-process loop measured other values than the engine",
+            )
         return times
     finally:
         serial.close()
@@ -270,9 +291,9 @@ def _run(args: argparse.Namespace) -> None:
     print(
         "| stage | serial, 1 worker (mol/s) | parallel, 2 workers (mol/s) | cached (mol/s) "
         "| parallel / serial | recompute / cached | cores used, 1 / 2 workers "
-        "| worker start-up, 1 / 2 (s) |"
+        "| worker start-up, 1 / 2 (s) | plain loop in process (mol/s) | 2 workers / plain loop |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, t in results.items():
         serial_s = statistics.median(t.serial)
         speed_up = serial_s / statistics.median(t.parallel)
@@ -281,7 +302,9 @@ def _run(args: argparse.Namespace) -> None:
             f"| {name} | {rate(n, t.serial)} | {rate(n, t.parallel)} | {rate(n, t.cached)} "
             f"| {speed_up:.2f}x | {cache_gain:,.0f}x "
             f"| {cores(t.serial_cpu, t.serial)} / {cores(t.parallel_cpu, t.parallel)} "
-            f"| {t.startup_serial:.2f} / {t.startup_parallel:.2f} |"
+            f"| {t.startup_serial:.2f} / {t.startup_parallel:.2f} "
+            f"| {rate(n, t.in_process)} "
+            f"| {statistics.median(t.in_process) / statistics.median(t.parallel):.2f}x |"
         )
     print()
     wall = {name: statistics.median(t.serial) / n for name, t in results.items()}
