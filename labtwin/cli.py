@@ -111,6 +111,15 @@ def run_command(
         Path | None, typer.Option(help="run directory (default runs/<task>-<agent>-<time>)")
     ] = None,
     progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            help="step campaigns on Ray: 'auto' (a running cluster, else a local one) or ADDRESS"
+        ),
+    ] = None,
+    lab_workers: Annotated[
+        int | None, typer.Option(min=1, help="Ray lab workers (default: one per GPU, else per CPU)")
+    ] = None,
 ) -> None:
     """Run campaigns of a lab with a baseline agent and record them in a run directory."""
     from labtwin.runner import list_agents, run_campaigns
@@ -122,7 +131,9 @@ def run_command(
         _fail(f"{out} already holds a run; choose another --out")
     kwargs = {"budget": budget} if budget else {}
     try:
-        summaries, path = run_campaigns(task, agent, campaigns, seed, out, progress, **kwargs)
+        summaries, path = run_campaigns(
+            task, agent, campaigns, seed, out, progress, ray=ray, lab_workers=lab_workers, **kwargs
+        )
     except ValueError as err:  # the agent cannot run this lab (e.g. CMA-ES on a text lab)
         _fail(str(err))
     table = Table(title=f"labtwin/{short_id(task)} · {agent} · best measured outcome per campaign")

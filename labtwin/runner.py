@@ -12,6 +12,7 @@ conditions and every record as the engine makes them.
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -81,12 +82,17 @@ def run_campaigns(
     run_dir: str | Path | None = None,
     progress: bool = True,
     agent_kwargs: dict[str, Any] | None = None,
+    ray: str | None = None,
+    lab_workers: int | None = None,
     **task_kwargs: Any,
 ) -> tuple[list[CampaignSummary], Path]:
     """Run ``n_campaigns`` campaigns of a lab with one agent per campaign.
 
     Campaign ``i`` is seeded with ``seed + i`` and its agent with the same
     seed. Returns the per-campaign summaries and the run directory.
+    ``ray`` (``"auto"`` or a cluster address) or ``lab_workers`` step the campaigns
+    on that many Ray lab workers (:mod:`labtwin.distributed`), with the same records;
+    without them everything runs in this process and Ray is not imported.
     """
     task = load_task(task_id, **task_kwargs)
     agents = [load_agent(agent, **(agent_kwargs or {})) for _ in range(n_campaigns)]
@@ -103,8 +109,16 @@ def run_campaigns(
         "seed": seed,
         "budget": task.budget,
     }
-    with RunStore(run_dir, config) as store, Progress(disable=not progress) as bar:
+    if ray is not None or lab_workers is not None:
+        config["lab_workers"] = lab_workers
+    with ExitStack() as stack:
+        store = stack.enter_context(RunStore(run_dir, config))
+        bar = stack.enter_context(Progress(disable=not progress))
         env = VectorLabEnv(task, n_campaigns, recorder=store)
+        if ray is not None or lab_workers is not None:
+            from labtwin.distributed import on_ray
+
+            stack.enter_context(on_ray(env, ray, lab_workers, (task_id, task_kwargs)))
         store.context = {"agent": agent}
         env.reset(seed=seed)
         job = bar.add_task(f"{task.id} · {agent}", total=task.budget * n_campaigns)
