@@ -67,6 +67,7 @@ from labtwin.simulators.kinetics import (
     default_device,
     integrate,
 )
+from labtwin.simulators.kinetics.network import RTOL
 from labtwin.simulators.kinetics.reference import REFERENCE_ERROR, solve_stages
 
 NETWORK = ReactionNetwork(
@@ -92,11 +93,13 @@ ANSWER_TOLERANCE_KJ_MOL = 5.0  # ArrheniusFit: an answer scores exp(-|error| / t
 SUCCESS_ANSWER = 0.8  # ArrheniusFit: an answer score that counts as a success
 #: what the HPLC's calibration says, as the briefs tell it
 CALIBRATION_TEXT = f"{RELATIVE_NOISE:.0%} of the reading plus {ABSOLUTE_NOISE * 1e3:g} mmol/L"
-N_STEPS = 1000  # RK4 steps per run; k*dt <= 0.4 over the whole experiment box
 #: lowest true concentration (mol/L) at which readings are calibrated: three noise sigmas
 #: above zero (c = 3 (2 % c + floor)), where the clip at zero (0.13 % of readings) moves the
 #: mean by 4e-4 sigma and the spread by 0.1 %
 CALIBRATED_FROM_MOL_L = 3 * ABSOLUTE_NOISE / (1 - 3 * RELATIVE_NOISE)
+#: the integrator, as a measurement's provenance names it
+INTEGRATOR = f"adaptive Dormand-Prince 5(4), rtol {RTOL:g}, float64"
+SIMULATOR = f"labtwin.simulators.kinetics ({INTEGRATOR})"
 #: the species whose reading each observable is computed from
 READS_SPECIES = {
     "yield_B": "B",
@@ -158,7 +161,7 @@ def run_reactors(
     k = rate_constants(conditions, temperature_K, loading_mol_pct, side_reaction, device)
     c0 = torch.zeros(len(k), len(NETWORK.species), **f64)
     c0[:, 0] = torch.as_tensor(feed_mol_L, **f64)
-    course = integrate(NETWORK, c0, k, torch.as_tensor(time_min, **f64), n_steps=N_STEPS)
+    course = integrate(NETWORK, c0, k, torch.as_tensor(time_min, **f64))
     table = torch.cat([course.times.unsqueeze(2), course.concentrations], dim=2)
     return course.final.cpu().numpy(), table.cpu().numpy()
 
@@ -285,7 +288,7 @@ def reference_concentrations(
 
     The rate constants are the labs' rate law (:func:`rate_constants`, one set per
     stage); the integration is scipy's ``method`` (LSODA) at ``rtol = 1e-10``
-    (:func:`~labtwin.simulators.kinetics.reference.solve_stages`), not the labs' RK4.
+    (:func:`~labtwin.simulators.kinetics.reference.solve_stages`), not the labs' integrator.
     """
     cpu = torch.device("cpu")
     temperatures = [[float(t) for t in temperatures_K]]
@@ -352,7 +355,7 @@ def sluggish(
     the box, so no run can make more than ``max_yield_bound(SLUGGISH_TURNOVER)`` (26 %) B.
 
     (Slowing A -> B, rather than speeding up B -> C, keeps every rate constant
-    inside the fixed RK4 step's accuracy range.)
+    inside the range the labs' kinetics are checked over.)
     """
     a1, e1 = conditions["prefactors"][0], conditions["activation_energies"][0]
     k1_max = a1 * math.exp(-e1 / (GAS_CONSTANT * hottest_K))
@@ -439,7 +442,7 @@ class _ReactorBase(Task):
             [r["time_min"] for r in runs],
             rngs,
             noise=self.noise,
-            simulator="labtwin.simulators.kinetics (RK4, float64)",
+            simulator=SIMULATOR,
             device=self.device,
             time_course=time_course,
         )

@@ -36,7 +36,7 @@ from labtwin.experiment import field_bounds
 from labtwin.simulators.kinetics import default_device, integrate_stages
 from labtwin.tasks.reactor import (
     CALIBRATION_TEXT,
-    N_STEPS,
+    INTEGRATOR,
     NETWORK,
     NOMINAL,
     SUCCESS_YIELD,
@@ -97,7 +97,7 @@ def run_programmes(
 ) -> tuple[np.ndarray, list[np.ndarray]]:
     """Noise-free runs of N temperature programmes in one staged integration.
 
-    Stage s of every programme is one RK4 call of ``N_STEPS`` steps (as a
+    Stage s of every programme is one adaptive integration (as a
     :func:`~labtwin.tasks.reactor.run_reactors` run); shorter programmes get
     zero-length stages. Returns final concentrations ``(N, 4)`` of A, B, C, D
     in mol/L and each programme's time course, ``(1 + (SAMPLES_PER_STAGE - 1) *
@@ -121,7 +121,7 @@ def run_programmes(
     k = rate_constants(conditions, temperature, loading, side_reaction=True, device=device)
     c0 = torch.zeros(len(programmes), len(NETWORK.species), **f64)
     c0[:, 0] = torch.tensor([p.feed_conc_mol_L for p in programmes], **f64)
-    course = integrate_stages(NETWORK, c0, k, durations, N_STEPS, SAMPLES_PER_STAGE)
+    course = integrate_stages(NETWORK, c0, k, durations, n_samples=SAMPLES_PER_STAGE)
     table = torch.cat([course.times.unsqueeze(2), course.concentrations], dim=2).cpu().numpy()
     rows = [1 + (SAMPLES_PER_STAGE - 1) * len(p.steps) for p in programmes]
     courses = [table[i, :n].copy() for i, n in enumerate(rows)]
@@ -194,7 +194,7 @@ known in advance.
             [sum(stage.time_min for stage in p.steps) for p in experiments],
             rngs,
             noise=self.noise,
-            simulator="labtwin.simulators.kinetics (staged RK4, float64)",
+            simulator=f"labtwin.simulators.kinetics (staged, {INTEGRATOR})",
             device=self.device,
         )
 

@@ -2,14 +2,27 @@
 
 Concentrations are in mol/L and times in the unit the rate constants use
 (the reactor lab uses minutes). State is a ``(N, S)`` tensor: N reactors, S
-species; rate constants are ``(N, R)`` for R reactions. One call integrates
-all reactors with classical fixed-step RK4, each with its own step
-``t_end / n_steps``. Every operation is elementwise over reactors, so a
-reactor's result does not depend on the others in the batch.
+species; rate constants are ``(N, R)`` for R reactions. One call of
+:func:`integrate` integrates all reactors in one Warp kernel launch, one thread
+per reactor, on the tensors' device (CPU or CUDA): Dormand-Prince 5(4) with each
+reactor's own adaptive step, landing exactly on every sample time
+(:mod:`~labtwin.simulators.kinetics._kernels`). A thread touches only its own
+reactor, so a reactor's result does not depend on the others in the batch (to the
+last bit) and the same input gives the same output.
+
+Accuracy at the default tolerances (``rtol`` 1e-9, ``atol`` 1e-12 mol/L), measured
+by ``tests/simulators/test_kinetics.py``: over A -> B -> C with k1 from 1e-3 to
+5 /min, k2 from 1e-5 to 0.5 /min and times to 180 min (the reactor labs' range and
+beyond), the worst error at any sample is 7.6e-11 of the feed, and the worst relative
+error 1.2e-8 where the exact concentration is at least 1e-4 of the feed; on the labs'
+network, runs agree with scipy's LSODA at rtol 1e-10 to 1e-10 of the feed, the
+reference's own error. (The fixed-step RK4 it replaces, 1000 steps a run, was at
+5.1e-7 of the feed and 7.8e-4 relative.)
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -84,17 +97,43 @@ class ReactionNetwork:
         return k * padded[:, reactant_index].prod(dim=2)
 
 
+#: default tolerances of :func:`integrate`: relative, and absolute in mol/L (per species, on
+#: the RMS error estimate of each step; see the module doc for what they give)
+RTOL = 1e-9
+ATOL = 1e-12
+MAX_STEPS = 100_000  # per reactor; a run needing more is reported as failed (NaN)
+#: stated error of a concentration integrated at the default tolerances, as a fraction of
+#: the feed: ten times the worst measured over the labs' range of rate constants and times
+#: (1e-10, module doc), so a test that compares two integrations can name its bound
+INTEGRATION_ERROR = 1e-9
+
+
 @dataclass
 class Trajectory:
     """Result of :func:`integrate`.
 
     ``times`` ``(N, n_samples)`` and ``concentrations`` ``(N, n_samples, S)``
-    sample each reactor's course evenly from 0 to its ``t_end``; ``final`` is ``(N, S)``.
+    sample each reactor's course evenly from 0 to its ``t_end`` (the last time is
+    ``t_end`` exactly); ``final`` is ``(N, S)``. ``steps`` and ``rejected`` count
+    each reactor's accepted and rejected steps; ``failed`` marks reactors whose
+    integration gave up (more than ``max_steps`` steps, or a state that stopped
+    being finite): their course is NaN from that sample on.
     """
 
     times: torch.Tensor
     concentrations: torch.Tensor
     final: torch.Tensor
+    steps: torch.Tensor | None = None
+    rejected: torch.Tensor | None = None
+    failed: torch.Tensor | None = None
+
+
+def _warp_device(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"cuda:{device.index if device.index is not None else torch.cuda.current_device()}"
+    if device.type != "cpu":
+        raise ValueError(f"the kinetics kernel runs on CPU or CUDA, not {device}")
+    return "cpu"
 
 
 @torch.inference_mode()
@@ -103,40 +142,69 @@ def integrate(
     c0: torch.Tensor,
     k: torch.Tensor,
     t_end: torch.Tensor,
-    n_steps: int = 2000,
+    n_steps: int | None = None,
     n_samples: int = 41,
+    *,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    max_steps: int = MAX_STEPS,
 ) -> Trajectory:
-    """Integrate dc/dt = nu^T rate(c) for N reactors with RK4.
+    """Integrate dc/dt = nu^T rate(c) for N reactors, each with its own adaptive step.
+
+    One Warp kernel launch, one thread per reactor, in float64 (Dormand-Prince
+    5(4), :mod:`~labtwin.simulators.kinetics._kernels`), on the device of ``c0``.
 
     Args:
         c0: initial concentrations ``(N, S)``.
         k: rate constants ``(N, R)``.
-        t_end: reaction time of each reactor ``(N,)``.
-        n_steps: RK4 steps per reactor; the step is ``t_end / n_steps``
-            (keep ``k * t_end / n_steps`` below about 1 for accuracy).
-        n_samples: points kept for the time course (``n_steps`` must be a
-            multiple of ``n_samples - 1``).
+        t_end: reaction time of each reactor ``(N,)``, non-negative.
+        n_steps: deprecated and ignored (the step is adaptive); a warning says so.
+        n_samples: points kept for the time course, evenly spaced from 0 to ``t_end``;
+            the step lands on each.
+        rtol, atol: error tolerances of each step, relative and absolute (mol/L).
+        max_steps: steps (accepted and rejected) allowed per reactor.
     """
-    if n_steps % (n_samples - 1):
-        raise ValueError("n_steps must be a multiple of n_samples - 1")
-    device, dtype = c0.device, c0.dtype
-    nu = network.stoichiometry(device, dtype)
-    index = network.reactant_index(device)
-    dt = (t_end / n_steps).unsqueeze(1)
+    if n_steps is not None:
+        warnings.warn(
+            "integrate(n_steps=...) is deprecated and ignored: the step is adaptive (rtol, atol)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+    if n_samples < 2:
+        raise ValueError("n_samples must be at least 2")
+    if not bool(torch.isfinite(t_end).all()) or bool((t_end < 0).any()):
+        raise ValueError("reaction times t_end must be finite and non-negative")
+    n_reactors, n_species = c0.shape
+    if n_species != len(network.species) or k.shape != (n_reactors, len(network.reactions)):
+        raise ValueError(
+            f"expected c0 (N, {len(network.species)}) and k (N, {len(network.reactions)}); "
+            f"got {tuple(c0.shape)} and {tuple(k.shape)}"
+        )
+    if t_end.shape != (n_reactors,):
+        raise ValueError(f"expected t_end ({n_reactors},); got {tuple(t_end.shape)}")
+    device, f64 = c0.device, torch.float64
+    from labtwin.simulators.kinetics import _kernels  # imports and starts Warp
 
-    def derivative(c: torch.Tensor) -> torch.Tensor:
-        return network.rates(c, k, index) @ nu
-
-    c = c0.clone()
-    every = n_steps // (n_samples - 1)
-    samples = [c0.clone()]
-    for step in range(1, n_steps + 1):
-        k1 = derivative(c)
-        k2 = derivative(c + 0.5 * dt * k1)
-        k3 = derivative(c + 0.5 * dt * k2)
-        k4 = derivative(c + dt * k3)
-        c = c + dt / 6.0 * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
-        if step % every == 0:
-            samples.append(c.clone())
-    times = torch.linspace(0.0, 1.0, n_samples, device=device, dtype=dtype) * t_end.unsqueeze(1)
-    return Trajectory(times=times, concentrations=torch.stack(samples, dim=1), final=c)
+    cpu = torch.device("cpu")
+    stoichiometry = tuple(map(tuple, network.stoichiometry(cpu, f64).tolist()))
+    reactants = tuple(map(tuple, network.reactant_index(cpu).tolist()))
+    c0, k, t_end = (x.to(f64).contiguous() for x in (c0, k, t_end))
+    samples = torch.empty(n_reactors, n_samples, n_species, dtype=f64, device=device)
+    times = torch.empty(n_reactors, n_samples, dtype=f64, device=device)
+    counts = torch.empty(3, n_reactors, dtype=torch.int32, device=device)
+    if n_reactors:
+        _kernels.dopri5(
+            stoichiometry,
+            reactants,
+            _warp_device(device),
+            (c0, k, t_end, samples, times, counts[0], counts[1], counts[2]),
+            (rtol, atol, max_steps),
+        )
+    return Trajectory(
+        times=times,
+        concentrations=samples,
+        final=samples[:, -1],
+        steps=counts[0],
+        rejected=counts[1],
+        failed=counts[2].bool(),
+    )

@@ -1,4 +1,4 @@
-"""An independent reference for the RK4 engine: scipy's stiff solvers on the mass-action ODE.
+"""An independent reference for the kinetics engine: scipy's stiff solvers on the mass-action ODE.
 
 :func:`solve_stages` writes dc/dt = nu^T r(c), r_j = k_j prod_s c_s^(order_js), in numpy
 straight from a :class:`~labtwin.simulators.kinetics.ReactionNetwork`'s reactions (with
