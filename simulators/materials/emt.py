@@ -12,18 +12,22 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-Backend = Literal["asap3", "ase"]
+#: ``"warp"`` is the batched engine of :mod:`~labtwin.simulators.materials.emt_warp` (asap's
+#: cutoff there too): it has no ASE calculator; the functions that take a backend batch
+#: their cells through it instead
+Backend = Literal["asap3", "ase", "warp"]
 
 #: elements with EMT parameters from the 1996 paper
 EMT_ELEMENTS: tuple[str, ...] = ("Al", "Cu", "Ag", "Au", "Ni", "Pd", "Pt")
 
 
 def emt_backend(preferred: str = "auto") -> Backend:
-    """``"asap3"`` when asap3 imports (and ``preferred`` is ``"auto"`` or ``"asap3"``), else ``"ase"``."""
-    if preferred == "ase":
-        return "ase"
+    """``"asap3"`` when asap3 imports (and ``preferred`` is ``"auto"`` or ``"asap3"``), else
+    ``"ase"``; ``"warp"`` or ``"ase"`` when asked for."""
+    if preferred in ("ase", "warp"):
+        return preferred  # type: ignore[return-value]
     if preferred not in ("auto", "asap3"):
-        raise ValueError(f"unknown EMT backend {preferred!r}; 'auto', 'asap3' or 'ase'")
+        raise ValueError(f"unknown EMT backend {preferred!r}; 'auto', 'asap3', 'ase' or 'warp'")
     try:
         import asap3  # noqa: F401
     except ImportError:
@@ -43,6 +47,8 @@ def make_calculator(backend: Backend) -> Any:
         from ase.calculators.emt import EMT
 
         return EMT(asap_cutoff=True)
+    if backend == "warp":
+        raise ValueError("the warp EMT engine is batched and has no ASE calculator (emt_warp)")
     raise ValueError(f"unknown EMT backend {backend!r}")
 
 
@@ -50,6 +56,10 @@ def backend_version(backend: Backend) -> dict[str, str]:
     import ase
 
     out = {"ase": ase.__version__}
+    if backend == "warp":
+        from importlib.metadata import version
+
+        out["warp-lang"] = version("warp-lang")
     if backend == "asap3":
         import asap3
 

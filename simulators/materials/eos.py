@@ -31,7 +31,12 @@ class EOSResult:
 
 
 def cell_energies(structures: list[Structure], backend: Backend) -> list[float]:
-    """EMT energies (eV) of several cells."""
+    """EMT energies (eV) of several cells (with ``backend="warp"`` in one batch, asap's
+    cutoff)."""
+    if backend == "warp":
+        from labtwin.simulators.materials.emt_warp import emt_evaluate
+
+        return [float(e) for e in emt_evaluate(structures, cutoff="asap").energy]
     out = []
     for s in structures:
         atoms = s.to_ase()
@@ -40,16 +45,17 @@ def cell_energies(structures: list[Structure], backend: Backend) -> list[float]:
     return out
 
 
-def fit_equation_of_state(
-    structure: Structure, backend: Backend, strain: float = 0.02, n_points: int = 7
-) -> EOSResult:
-    """Fit E(V) around ``structure`` (relaxed); raises ``ValueError`` when the fit fails."""
+def strained_cells(
+    structure: Structure, strain: float = 0.02, n_points: int = 7
+) -> list[Structure]:
+    """``structure`` scaled isotropically to ``n_points`` lengths spanning ``±strain``."""
+    return [structure.scaled(float(f)) for f in np.linspace(1.0 - strain, 1.0 + strain, n_points)]
+
+
+def fit_energies(volumes: list[float], energies: list[float]) -> EOSResult:
+    """ASE's Birch-Murnaghan fit of E(V); raises ``ValueError`` when the fit fails."""
     from ase.eos import EquationOfState
 
-    factors = np.linspace(1.0 - strain, 1.0 + strain, n_points)
-    cells = [structure.scaled(float(f)) for f in factors]
-    volumes = [c.volume for c in cells]
-    energies = cell_energies(cells, backend)
     try:
         volume, energy, bulk = EquationOfState(volumes, energies, eos="birchmurnaghan").fit()
     except (RuntimeError, ValueError, np.linalg.LinAlgError) as err:
@@ -60,3 +66,28 @@ def fit_equation_of_state(
     if not min(volumes) <= volume <= max(volumes):
         raise ValueError("equation-of-state minimum lies outside the strained volumes")
     return EOSResult(float(volume), float(energy), bulk_gpa, tuple(volumes), tuple(energies))
+
+
+def fit_equation_of_state(
+    structure: Structure, backend: Backend, strain: float = 0.02, n_points: int = 7
+) -> EOSResult:
+    """Fit E(V) around ``structure`` (relaxed); raises ``ValueError`` when the fit fails."""
+    cells = strained_cells(structure, strain, n_points)
+    return fit_energies([c.volume for c in cells], cell_energies(cells, backend))
+
+
+def fit_equations_of_state(
+    structures: list[Structure], backend: Backend, strain: float = 0.02, n_points: int = 7
+) -> list[EOSResult | str]:
+    """:func:`fit_equation_of_state` of every structure, every strained cell evaluated in one
+    call of :func:`cell_energies`; a fit that fails is its reason (a string)."""
+    cells = [c for s in structures for c in strained_cells(s, strain, n_points)]
+    energies = cell_energies(cells, backend) if cells else []
+    out: list[EOSResult | str] = []
+    for k in range(len(structures)):
+        block = slice(k * n_points, (k + 1) * n_points)
+        try:
+            out.append(fit_energies([c.volume for c in cells[block]], energies[block]))
+        except ValueError as err:
+            out.append(str(err))
+    return out

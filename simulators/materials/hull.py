@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from labtwin.simulators.materials.emt import Backend
-from labtwin.simulators.materials.relax import FMAX_EV_A, relax
+from labtwin.simulators.materials.relax import FMAX_EV_A, relax_many
 from labtwin.simulators.materials.structure import (
     LATTICES,
     Structure,
@@ -54,9 +54,8 @@ class HullReference:
 def elemental_reference(element: str, backend: Backend, fmax: float = FMAX_EV_A) -> HullReference:
     """The lowest-energy relaxed fcc, bcc or hcp cell of ``element`` (cached per process)."""
     best = None
-    for lattice in LATTICES:
-        start = prototype(lattice, element, parameter_volume_per_atom(element))
-        result = relax(start, backend, fmax=fmax)
+    starts = [prototype(lat, element, parameter_volume_per_atom(element)) for lat in LATTICES]
+    for lattice, result in zip(LATTICES, relax_many(starts, backend, fmax=fmax), strict=True):
         if not result.converged:
             raise RuntimeError(f"reference {lattice} {element} did not relax: {result.reason}")
         if best is None or result.energy_per_atom_eV < best.energy_per_atom_eV:
@@ -84,13 +83,15 @@ def reference_hull(
     from pymatgen.core import Composition
 
     out = [elemental_reference(host, backend, fmax), elemental_reference(solute, backend, fmax)]
-    for name, lattice, fraction in ORDERED_REFERENCES:
+    cells = []
+    for _, lattice, fraction in ORDERED_REFERENCES:
         volume = (1 - fraction) * parameter_volume_per_atom(
             host
         ) + fraction * parameter_volume_per_atom(solute)
         cell = prototype(lattice, host, volume)  # type: ignore[arg-type]
-        cell = decorate(cell, solute, round(fraction * len(cell)), "ordered")
-        result = relax(cell, backend, fmax=fmax)
+        cells.append(decorate(cell, solute, round(fraction * len(cell)), "ordered"))
+    relaxed = relax_many(cells, backend, fmax=fmax)
+    for (name, _, _), result in zip(ORDERED_REFERENCES, relaxed, strict=True):
         if not result.converged:
             raise RuntimeError(f"reference {name} {host}-{solute} did not relax: {result.reason}")
         formula = Composition(result.structure.composition()).reduced_formula

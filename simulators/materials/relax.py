@@ -18,6 +18,7 @@ Both are reported, never raised.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,6 +64,8 @@ def relax(
     cell_filter: str = "unit",
 ) -> RelaxResult:
     """Relax positions (and, with ``cell``, the cell) of ``structure`` with EMT and FIRE."""
+    if backend == "warp":
+        return relax_many([structure], backend, fmax, max_steps, cell)[0]
     from ase.filters import FrechetCellFilter, UnitCellFilter
     from ase.optimize import FIRE
 
@@ -72,7 +75,6 @@ def relax(
 
     atoms = structure.to_ase()
     atoms.calc = make_calculator(backend)
-    start_volume = structure.volume_per_atom
     target = filters[cell_filter](atoms) if cell else atoms
     optimizer = FIRE(target, logfile=None)
     reason = ""
@@ -88,9 +90,29 @@ def relax(
     n_steps = int(optimizer.nsteps)
     max_force = float(np.linalg.norm(forces, axis=1).max()) if len(forces) else 0.0
     max_stress = float(np.abs(stress).max())
-    volume_ratio = relaxed.volume_per_atom / start_volume
+    finite = math.isfinite(energy) and bool(np.all(np.isfinite(forces)))
+    return _judged(structure, relaxed, energy, n_steps, converged, max_force, max_stress,
+                   finite, reason, fmax, max_steps)  # fmt: skip
+
+
+def _judged(
+    start: Structure,
+    relaxed: Structure,
+    energy: float,
+    n_steps: int,
+    converged: bool,
+    max_force: float,
+    max_stress: float,
+    finite: bool,
+    reason: str,
+    fmax: float,
+    max_steps: int,
+) -> RelaxResult:
+    """The result with its verdict: blown up (non-finite, volume or distances collapsed),
+    not converged, or converged (module doc)."""
+    volume_ratio = relaxed.volume_per_atom / start.volume_per_atom
     if not reason:
-        if not (math.isfinite(energy) and np.all(np.isfinite(forces))):
+        if not finite:
             reason = "relaxation blew up: the energy or forces became non-finite"
         elif not 1 / 3 <= volume_ratio <= 3:
             reason = (
@@ -109,3 +131,52 @@ def relax(
     if reason:
         converged = False
     return RelaxResult(relaxed, energy, n_steps, converged, max_force, max_stress, reason)
+
+
+def relax_many(
+    structures: Sequence[Structure],
+    backend: Backend,
+    fmax: float = FMAX_EV_A,
+    max_steps: int = 400,
+    cell: bool = True,
+    device: str | None = None,
+    check_every: int = 1,
+) -> list[RelaxResult]:
+    """:func:`relax` of every structure: with ``backend="warp"`` all of them in one batched
+    FIRE relaxation (:func:`~labtwin.simulators.materials.emt_warp.relax_emt`, float64,
+    asap's cutoff, the same generalised coordinates as the unit-cell filter; convergence
+    checked every ``check_every`` steps, as ASE's FIRE does at every step by default, and at
+    ``max_steps``), else one ASE relaxation after another."""
+    if backend != "warp":
+        return [relax(s, backend, fmax=fmax, max_steps=max_steps, cell=cell) for s in structures]
+    if not structures:
+        return []
+    from labtwin.simulators.materials.emt_warp import relax_emt
+
+    with np.errstate(all="ignore"):
+        result = relax_emt(
+            list(structures), fmax=fmax, max_steps=max_steps, cell=cell, cutoff="asap",
+            device=device, check_every=check_every,
+        )  # fmt: skip
+        relaxed = result.structures([s.sublattice for s in structures])
+    out = []
+    for i, start in enumerate(structures):
+        max_stress = float(np.abs(result.stress[i]).max()) if cell else 0.0
+        finite = bool(np.isfinite(result.energy[i]) and np.isfinite(result.max_force[i]))
+        finite = finite and bool(np.all(np.isfinite(relaxed[i].positions)))
+        out.append(
+            _judged(
+                start,
+                relaxed[i],
+                float(result.energy[i]),
+                int(result.n_steps[i]),
+                bool(result.converged[i]),
+                float(result.max_force[i]),
+                max_stress,
+                finite,
+                "",
+                fmax,
+                max_steps,
+            )
+        )
+    return out
