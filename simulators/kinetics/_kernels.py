@@ -31,7 +31,7 @@ from types import SimpleNamespace
 
 import warp as wp
 
-wp.config.quiet = True
+wp.config.log_level = wp.LOG_WARNING  # no start-up banner or module-load lines
 wp.init()
 
 
