@@ -1,6 +1,25 @@
-"""Where a GRPO step's time goes, and whether overlapping simulation with generation pays.
+"""The GRPO update with each group's prompt run once, where a step's time goes, and overlap.
 
-Part 1, phases: ``--steps`` GRPO steps built from labtwin's trainer
+Part 1, update: one GRPO update (labtwin's ``grpo_update``: loss over micro-batches,
+backward, clipping, AdamW step) of ``--campaigns`` groups of ``--group-size``
+completions of ``--max-new-tokens`` tokens after the lab's first prompt (the tiny
+model's ~640 tokens for BatchReactor-v1), three ways on copies of the same model and
+the same batch:
+
+- labtwin, prompt shared: ``HFPolicy(share_prompt=True)`` (the default) runs each
+  group's prompt once per micro-batch and its completions against its cached keys
+  and values;
+- labtwin, unshared: ``share_prompt=False``, every row runs its whole prompt;
+- TRL ``GRPOTrainer``: its ``compute_loss`` (the "dapo" token-mean loss, entropies on)
+  on the same token ids in micro-batches of the same size, ``accelerator.backward``,
+  gradient clipping and its optimizer's step, as its training loop does once the
+  completions are generated (generation is not timed).
+
+Completions are random token ids (the update's cost does not depend on which tokens
+they are), old log-probs the policy's own. The contenders alternate within each of
+``--rounds`` rounds, after one warm-up round; the median is reported.
+
+Part 2, phases: ``--steps`` GRPO steps built from labtwin's trainer
 (``TrainConfig``, ``make_policy``, ``make_grammar``, ``run_episodes``,
 ``group_advantages``, ``grpo_update``) on the tiny model, split into
 
@@ -10,7 +29,7 @@ Part 1, phases: ``--steps`` GRPO steps built from labtwin's trainer
 - other rollout work: tokenising the tool results with the chat template,
 - optimisation: the GRPO forward/backward passes and the optimizer step.
 
-Part 2, overlap: the rollout of the same campaigns (same seeds) three ways,
+Part 3, overlap: the rollout of the same campaigns (same seeds) three ways,
 each with the real rollout engine (``run_episodes``):
 
 - ``1 batch``: one ``run_episodes`` over every campaign: generate for every
@@ -29,50 +48,253 @@ instrument): the best case for overlap. Sampling is stochastic and the
 batches differ between layouts, so each layout reports its generated tokens;
 layouts alternate over ``--repeats`` and the median is shown.
 
-    python bench/grpo_step.py --smoke          # under a minute, CI
-    python bench/grpo_step.py                  # a few minutes on 2 CPU cores
-    python bench/grpo_step.py --record --heading "2026-12-01, CPU, 2 cores"
+    python bench/grpo_step.py --smoke                  # under a minute, CI
+    python bench/grpo_step.py                          # a few minutes on 2 CPU cores
+    python bench/grpo_step.py --parts update           # the update comparison alone
+    python bench/grpo_step.py --markdown out.md        # one markdown section
+
+Every contender runs with one torch thread.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import statistics
+import sys
+import tempfile
 import threading
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import date
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-from rich.console import Console
-from rich.table import Table
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # one thread for every contender
 
-import labtwin
-from labtwin.agents.grpo import group_advantages, zero_variance_mask
-from labtwin.agents.rollout import run_episodes
-from labtwin.agents.train import SeedStreams, TrainConfig, grpo_update, make_grammar, make_policy
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
+import labtwin  # noqa: E402
+from labtwin.agents.grpo import group_advantages, zero_variance_mask  # noqa: E402
+from labtwin.agents.policy import HFPolicy  # noqa: E402
+from labtwin.agents.rollout import Episode, run_episodes  # noqa: E402
+from labtwin.agents.train import (  # noqa: E402
+    SeedStreams,
+    TrainConfig,
+    grpo_update,
+    make_grammar,
+    make_policy,
+)
+from labtwin.tools import ChatLabEnv  # noqa: E402
+
 LAYOUTS = ("1 batch", "2 halves", "2 halves, overlapped")
+PARTS = ("update", "phases", "overlap")
+CONTENDERS = ("labtwin, prompt shared", "labtwin, unshared", "TRL GRPOTrainer")
 
 
 @dataclass
 class Config:
-    steps: int = 3  # GRPO steps timed in part 1 (after one warm-up step)
+    rounds: int = 5  # rounds of part 1's update comparison (after one warm-up round)
+    steps: int = 3  # GRPO steps timed in part 2 (after one warm-up step)
     campaigns: int = 4  # campaign seeds (GRPO groups) per step
     group_size: int = 8  # campaigns per seed
     budget: int = 2  # experiments (turns) per campaign
-    max_new_tokens: int = 96  # tokens per reply
-    sim_delay: float = 0.5  # seconds added to each simulator call in part 2's second case
-    repeats: int = 3  # rollouts per layout in part 2 (median reported)
+    max_new_tokens: int = 96  # tokens per reply (part 1: tokens per completion)
+    micro_batch_size: int = 8  # episodes per forward/backward in part 1
+    sim_delay: float = 0.5  # seconds added to each simulator call in part 3's second case
+    repeats: int = 3  # rollouts per layout in part 3 (median reported)
 
 
-# ---- part 1: the phases of a GRPO step --------------------------------------------------
+# ---- part 1: the update, each group's prompt run once or in every row, and TRL's ---------
+
+
+@dataclass
+class UpdateResult:
+    seconds: dict[str, float]  # median seconds per update, by contender
+    rows: int
+    prompt_tokens: int  # of one prompt
+    completion_tokens: int  # of one completion
+    trl_error: str | None = None  # why TRL did not run
+
+
+def update_batch(
+    policy: HFPolicy, cfg: Config, train_cfg: TrainConfig
+) -> tuple[list[Episode], torch.Tensor]:
+    """``campaigns`` groups of ``group_size`` episodes: each group the lab's first prompt of
+    its campaign seed (as ``run_episodes`` encodes it), each completion ``max_new_tokens``
+    random non-special token ids, old log-probs the policy's own; advantages of random
+    rewards."""
+    task = labtwin.load_task(train_cfg.task, budget=cfg.budget)
+    env = ChatLabEnv(task)
+    seeds = SeedStreams(train_cfg.seed).train_campaigns(1, cfg.campaigns)
+    prompts = policy.encode_chats(env.reset(seeds), env.tools)
+    rng = np.random.default_rng(0)
+    first = max(policy.tokenizer.all_special_ids) + 1
+    episodes = []
+    for group, (seed, prompt) in enumerate(zip(seeds, prompts)):
+        for _ in range(cfg.group_size):
+            episode = Episode(group=group, seed=seed, prompt_ids=list(prompt))
+            ids = rng.integers(first, policy.tokenizer.vocab_size, cfg.max_new_tokens).tolist()
+            episode.extend(ids, True, [0.0] * len(ids))
+            episodes.append(episode)
+    with torch.no_grad():
+        for start in range(0, len(episodes), cfg.micro_batch_size):
+            batch = episodes[start : start + cfg.micro_batch_size]
+            out = policy.logprobs([e.prompt_ids for e in batch], [e.completion_ids for e in batch])
+            for episode, row in zip(batch, out.logprobs):
+                episode.old_logprobs = row[: len(episode.completion_ids)].tolist()
+    rewards = torch.from_numpy(rng.normal(size=len(episodes))).float()
+    return episodes, group_advantages(rewards, cfg.group_size)
+
+
+class LabtwinUpdate:
+    """labtwin's ``grpo_update`` on its own copy of the model, with its own AdamW."""
+
+    def __init__(self, policy: HFPolicy, episodes, advantages, train_cfg: TrainConfig) -> None:
+        self.policy, self.episodes, self.advantages, self.cfg = (
+            policy,
+            episodes,
+            advantages,
+            train_cfg,
+        )
+        self.optimizer = torch.optim.AdamW(policy.model.parameters(), lr=train_cfg.learning_rate)
+
+    def __call__(self) -> float:
+        start = time.perf_counter()
+        grpo_update(self.policy, None, self.optimizer, self.episodes, self.advantages, self.cfg)
+        return time.perf_counter() - start
+
+
+class TRLUpdate:
+    """TRL ``GRPOTrainer``'s update on the same batch: ``compute_loss`` and
+    ``accelerator.backward`` per micro-batch, then clipping and the optimizer step, as
+    ``Trainer``'s loop does after ``_prepare_inputs`` has generated the completions."""
+
+    def __init__(self, policy: HFPolicy, episodes, advantages, cfg: Config, train_cfg, workdir):
+        from datasets import Dataset
+        from trl import GRPOConfig, GRPOTrainer
+
+        micro = min(cfg.micro_batch_size, len(episodes))
+        if len(episodes) % micro:
+            raise ValueError(f"{len(episodes)} rows do not split into micro-batches of {micro}")
+        steps = len(episodes) // micro
+        args = GRPOConfig(
+            output_dir=workdir,
+            use_cpu=True,
+            report_to="none",
+            save_strategy="no",
+            disable_tqdm=True,
+            per_device_train_batch_size=micro,
+            gradient_accumulation_steps=steps,
+            num_generations=cfg.group_size,
+            max_completion_length=cfg.max_new_tokens,
+            beta=0.0,
+            loss_type="dapo",  # labtwin's token_mean
+            epsilon=train_cfg.clip_low,
+            epsilon_high=train_cfg.clip_high,
+            learning_rate=train_cfg.learning_rate,
+            max_grad_norm=train_cfg.max_grad_norm,
+            temperature=train_cfg.temperature,
+        )
+        self.trainer = GRPOTrainer(
+            model=copy.deepcopy(policy.model),
+            reward_funcs=lambda completions, **kwargs: [0.0] * len(completions),  # never called
+            args=args,
+            train_dataset=Dataset.from_list([{"prompt": "unused"}] * len(episodes)),
+            processing_class=policy.tokenizer,
+        )
+        self.trainer.create_optimizer()
+        self.trainer.current_gradient_accumulation_steps = steps  # as Trainer's loop sets it
+        self.max_grad_norm = train_cfg.max_grad_norm
+        tokens = float(sum(sum(e.completion_mask) for e in episodes))
+        self.micro_batches = []
+        for start in range(0, len(episodes), micro):
+            batch = episodes[start : start + micro]
+            prompt_ids, prompt_mask = _left_pad([e.prompt_ids for e in batch], policy.pad_token_id)
+            self.micro_batches.append(
+                {
+                    "prompt_ids": prompt_ids,
+                    "prompt_mask": prompt_mask,
+                    "completion_ids": torch.tensor([e.completion_ids for e in batch]),
+                    "completion_mask": torch.tensor([e.completion_mask for e in batch]),
+                    "advantages": advantages[start : start + micro],
+                    "num_items_in_batch": torch.tensor(tokens),
+                }
+            )
+
+    def __call__(self) -> float:
+        trainer = self.trainer
+        start = time.perf_counter()
+        trainer.model.train()
+        for inputs in self.micro_batches:
+            loss = trainer.compute_loss(trainer.model, inputs)
+            trainer.accelerator.backward(loss)
+        trainer.accelerator.clip_grad_norm_(trainer.model.parameters(), self.max_grad_norm)
+        trainer.optimizer.step()
+        trainer.optimizer.zero_grad()
+        return time.perf_counter() - start
+
+
+def _left_pad(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(r) for r in rows)
+    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    return ids, mask
+
+
+def time_update(cfg: Config) -> UpdateResult:
+    """Median seconds of one GRPO update per contender, alternating within each round."""
+    train_cfg = TrainConfig(
+        campaigns_per_step=cfg.campaigns,
+        group_size=cfg.group_size,
+        budget=cfg.budget,
+        max_new_tokens=cfg.max_new_tokens,
+        micro_batch_size=cfg.micro_batch_size,
+        progress=False,
+    )
+    shared = make_policy(train_cfg)  # share_prompt=True, the default
+    unshared = HFPolicy(copy.deepcopy(shared.model), shared.tokenizer, share_prompt=False)
+    episodes, advantages = update_batch(shared, cfg, train_cfg)
+    contenders: dict[str, Any] = {
+        CONTENDERS[0]: LabtwinUpdate(shared, episodes, advantages, train_cfg),
+        CONTENDERS[1]: LabtwinUpdate(unshared, episodes, advantages, train_cfg),
+    }
+    trl_error = None
+    with tempfile.TemporaryDirectory() as workdir:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # transformers 5 renames inside TRL
+                contenders[CONTENDERS[2]] = TRLUpdate(
+                    unshared, episodes, advantages, cfg, train_cfg, workdir
+                )
+        except ImportError as error:  # TRL is in the bench extra
+            trl_error = f"TRL not installed ({error})"
+        torch.set_num_threads(1)
+        times: dict[str, list[float]] = {name: [] for name in contenders}
+        names = list(contenders)
+        for round_ in range(cfg.rounds + 1):  # round 0 warms up
+            for k in range(len(names)):  # a different contender first in each round
+                name = names[(round_ + k) % len(names)]
+                seconds = contenders[name]()
+                if round_:
+                    times[name].append(seconds)
+    if shared.unshared_reason is not None or unshared.unshared_reason != "share_prompt is off":
+        raise RuntimeError(f"sharing was not as intended: {shared.unshared_reason!r}")
+    return UpdateResult(
+        {name: statistics.median(v) for name, v in times.items()},
+        rows=len(episodes),
+        prompt_tokens=len(episodes[0].prompt_ids),
+        completion_tokens=cfg.max_new_tokens,
+        trl_error=trl_error,
+    )
+
+
+# ---- part 2: the phases of a GRPO step --------------------------------------------------
 
 
 def time_phases(cfg: Config) -> dict[str, float]:
@@ -126,7 +348,7 @@ def time_phases(cfg: Config) -> dict[str, float]:
     return {name: float(np.mean(v)) for name, v in totals.items()}
 
 
-# ---- part 2: overlapping simulation with generation ----------------------------------------
+# ---- part 3: overlapping simulation with generation ----------------------------------------
 
 
 def with_delay(task: labtwin.Task, delay: float) -> labtwin.Task:
@@ -230,6 +452,37 @@ def time_overlap(cfg: Config, delay: float) -> dict[str, tuple[float, int]]:
 # ---- report ----------------------------------------------------------------------------------
 
 
+def update_rows(result: UpdateResult) -> list[tuple[str, str, str]]:
+    """(contender, s / update, peer's seconds over labtwin's with the prompt shared)."""
+    labels = {
+        CONTENDERS[0]: "labtwin `grpo_update`, each group's prompt run once",
+        CONTENDERS[1]: "labtwin `grpo_update`, every row runs its prompt (`share_prompt=False`)",
+        CONTENDERS[2]: "TRL `GRPOTrainer` (`compute_loss`, backward, optimizer step)",
+    }
+    base = result.seconds[CONTENDERS[0]]
+    rows = [
+        (labels[name], f"{seconds:.3f}", f"{seconds / base:.2f}x")
+        for name, seconds in result.seconds.items()
+    ]
+    if result.trl_error:
+        rows.append((labels[CONTENDERS[2]], "—", result.trl_error))
+    return rows
+
+
+def update_table(result: UpdateResult, cfg: Config) -> Table:
+    table = Table(
+        title=f"One GRPO update, tiny model: {result.rows} completions x "
+        f"{result.completion_tokens} tokens after a {result.prompt_tokens}-token prompt, "
+        f"groups of {cfg.group_size}",
+    )
+    table.add_column("contender")
+    table.add_column("s / update", justify="right")
+    table.add_column("vs labtwin shared", justify="right")
+    for row in update_rows(result):
+        table.add_row(*row)
+    return table
+
+
 def phase_table(phases: dict[str, float], cfg: Config) -> Table:
     total = sum(phases.values())
     table = Table(
@@ -263,67 +516,162 @@ def overlap_table(results: dict[float, dict[str, tuple[float, int]]]) -> Table:
 
 
 def markdown(
-    heading: str,
     cfg: Config,
-    phases: dict[str, float],
-    results: dict[float, dict[str, tuple[float, int]]],
+    argv: list[str],
+    update: UpdateResult | None,
+    phases: dict[str, float] | None,
+    overlap: dict[float, dict[str, tuple[float, int]]] | None,
 ) -> str:
-    total = sum(phases.values())
+    args = " ".join(argv)
+    command = f"python bench/grpo_step.py{' ' + args if args else ''}"
     lines = [
-        f"## {heading}: GRPO step phases and simulation/generation overlap (`bench/grpo_step.py`)",
-        "",
-        f"Tiny model (labtwin `make_policy`, constrained tool calls), BatchReactor-v1, "
-        f"{cfg.campaigns} x {cfg.group_size} campaigns of {cfg.budget} experiments, "
-        f"{cfg.max_new_tokens} new tokens per reply, torch 1 thread; mean of {cfg.steps} steps.",
-        "",
-        "| phase | s / step | share |",
-        "| --- | ---: | ---: |",
+        f"## GRPO update with each group's prompt run once, step phases and overlap (`{command}`)"
     ]
-    lines += [f"| {n} | {s:.2f} | {s / total:.0%} |" for n, s in phases.items()]
-    lines += [
-        f"| total | {total:.2f} | 100% |",
-        "",
-        f"One rollout of the same campaigns, median of {cfg.repeats}:",
-        "",
-        "| simulator | layout | s / rollout | tokens | vs 1 batch |",
-        "| --- | --- | ---: | ---: | ---: |",
-    ]
-    for delay, rows in results.items():
-        label = "reactor as is" if delay <= 0 else f"reactor + {delay:g} s sleep / call"
-        base = rows["1 batch"][0]
-        for name, (seconds, tokens) in rows.items():
-            lines.append(f"| {label} | {name} | {seconds:.2f} | {tokens} | {base / seconds:.2f}x |")
-    return "\n".join(lines) + "\n"
+    lines.append("")
+    paragraph = []
+    if update is not None:
+        share = update.prompt_tokens / (update.prompt_tokens + update.completion_tokens)
+        paragraph.append(
+            f"One GRPO update of the tiny model (labtwin `make_policy`, BatchReactor-v1): "
+            f"{update.rows} completions of {update.completion_tokens} random tokens in groups "
+            f"of {cfg.group_size}, each group after its campaign's {update.prompt_tokens}-token "
+            f"first prompt ({share:.0%} of a row), micro-batches of {cfg.micro_batch_size}, "
+            "no KL term, old log-probs the policy's own. Three contenders on copies of the same "
+            "model, side by side in one run, one torch thread each, alternating within each "
+            f"round, median of {cfg.rounds} rounds after a warm-up round: labtwin's "
+            "`grpo_update` (loss, backward, clipping, AdamW step) with each group's prompt run "
+            "once per micro-batch and its completions against its cached keys and values, the "
+            "same with every row running its whole prompt, and TRL's `GRPOTrainer` "
+            "(`compute_loss` with its token-mean `dapo` loss and entropies, "
+            "`accelerator.backward` per micro-batch, clipping and its optimizer's step, on the "
+            "same token ids; generation not timed). The ratio is the contender's seconds over "
+            "labtwin's with the prompt shared (above 1: labtwin's shared update is faster)."
+        )
+    if phases is not None:
+        paragraph.append(
+            f"Below it, where a whole GRPO step's time goes ({cfg.campaigns} x "
+            f"{cfg.group_size} campaigns of {cfg.budget} experiments, constrained tool calls, "
+            f"{cfg.max_new_tokens} new tokens per reply, mean of {cfg.steps} steps)"
+            + (" and" if overlap is not None else ".")
+        )
+    if overlap is not None:
+        paragraph.append(
+            "one rollout with the simulator step in line or in a background thread while the "
+            f"other half of the campaigns generates (median of {cfg.repeats})."
+        )
+    lines += [" ".join(paragraph), ""]
+    if update is not None:
+        lines += ["| contender | s / update | vs labtwin shared |", "| --- | ---: | ---: |"]
+        lines += [f"| {a} | {b} | {c} |" for a, b, c in update_rows(update)]
+        lines.append("")
+    if phases is not None:
+        total = sum(phases.values())
+        lines += ["| phase | s / step | share |", "| --- | ---: | ---: |"]
+        lines += [f"| {n} | {s:.2f} | {s / total:.0%} |" for n, s in phases.items()]
+        lines += [f"| total | {total:.2f} | 100% |", ""]
+    if overlap is not None:
+        lines += [
+            "| simulator | layout | s / rollout | tokens | vs 1 batch |",
+            "| --- | --- | ---: | ---: | ---: |",
+        ]
+        for delay, rows in overlap.items():
+            label = "reactor as is" if delay <= 0 else f"reactor + {delay:g} s sleep / call"
+            base = rows["1 batch"][0]
+            for name, (seconds, tokens) in rows.items():
+                lines.append(
+                    f"| {label} | {name} | {seconds:.2f} | {tokens} | {base / seconds:.2f}x |"
+                )
+        lines.append("")
+    lines += ["Reading. " + reading(cfg, update, phases, overlap), ""]
+    return "\n".join(lines)
 
 
-def main() -> None:
+def reading(
+    cfg: Config,
+    update: UpdateResult | None,
+    phases: dict[str, float] | None,
+    overlap: dict[float, dict[str, tuple[float, int]]] | None,
+) -> str:
+    sentences = []
+    if update is not None:
+        base = update.seconds[CONTENDERS[0]]
+        gain = update.seconds[CONTENDERS[1]] / base
+        sentences.append(
+            f"Running each group's prompt once makes labtwin's update {gain:.2f}x as fast as "
+            f"running it in every row ({base:.2f} s against "
+            f"{update.seconds[CONTENDERS[1]]:.2f} s): with {cfg.group_size} completions per "
+            f"prompt the prompt's {update.prompt_tokens} tokens go through the layers once "
+            f"instead of {min(cfg.group_size, cfg.micro_batch_size)} times per micro-batch, "
+            "while each completion token still attends to every prompt token."
+        )
+        if CONTENDERS[2] in update.seconds:
+            sentences.append(
+                f"TRL's `GRPOTrainer`, which runs every row's whole prompt, takes "
+                f"{update.seconds[CONTENDERS[2]] / base:.2f}x labtwin's shared time on the "
+                "same model and batch."
+            )
+    if phases is not None:
+        total = sum(phases.values())
+        sentences.append(
+            f"In a whole step the update is {phases['optimisation'] / total:.0%} of "
+            f"{total:.2f} s and generation {phases['generation'] / total:.0%}."
+        )
+    if overlap is not None:
+        plain = overlap[0.0]
+        ratio = plain["1 batch"][0] / plain["2 halves, overlapped"][0]
+        sentences.append(
+            f"Overlapping the reactor's step with generation runs at {ratio:.2f}x one batch; "
+            "it pays only for simulators that wait off the GIL for about a turn of generation."
+        )
+    sentences.append(
+        "Load on the machine moves these figures; the ratios, taken side by side, move less."
+    )
+    return " ".join(sentences)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     defaults = Config()
     for name, value in vars(defaults).items():
         parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes, under a minute")
-    parser.add_argument("--record", action="store_true", help=f"append the results to {RESULTS}")
     parser.add_argument(
-        "--heading", default=f"{date.today()}, CPU, {os.cpu_count()} cores", help="for --record"
+        "--parts", nargs="+", choices=PARTS, default=list(PARTS), help="which parts to run"
     )
-    args = parser.parse_args()
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, under a minute")
+    parser.add_argument("--markdown", metavar="FILE", help="write one markdown section to FILE")
+    args = parser.parse_args(argv)
     cfg = Config(**{k: getattr(args, k) for k in vars(defaults)})
     if args.smoke:
-        cfg = Config(steps=1, campaigns=2, group_size=2, budget=2, sim_delay=0.2, repeats=1)
+        cfg = Config(
+            rounds=3,
+            steps=1,
+            campaigns=2,
+            group_size=2,
+            budget=2,
+            max_new_tokens=16,
+            micro_batch_size=2,
+            sim_delay=0.2,
+            repeats=1,
+        )
     torch.set_num_threads(1)  # the tiny model is fastest on one thread on a busy machine
     torch.manual_seed(0)
 
     console = Console(width=110)
-    phases = time_phases(cfg)
-    console.print(phase_table(phases, cfg))
-    results = {delay: time_overlap(cfg, delay) for delay in (0.0, cfg.sim_delay)}
-    console.print(overlap_table(results))
-    if args.record:
-        text = markdown(args.heading, cfg, phases, results)
-        lead = "\n" if RESULTS.exists() else "# Benchmark results\n\n"
-        with RESULTS.open("a") as f:
-            f.write(lead + text)
-        console.print(f"recorded in {RESULTS}")
+    update = phases = overlap = None
+    if "update" in args.parts:
+        update = time_update(cfg)
+        console.print(update_table(update, cfg))
+    if "phases" in args.parts:
+        phases = time_phases(cfg)
+        console.print(phase_table(phases, cfg))
+    if "overlap" in args.parts:
+        overlap = {delay: time_overlap(cfg, delay) for delay in (0.0, cfg.sim_delay)}
+        console.print(overlap_table(overlap))
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown(cfg, argv, update, phases, overlap))
+        console.print(f"wrote {args.markdown}")
 
 
 if __name__ == "__main__":

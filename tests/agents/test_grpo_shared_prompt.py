@@ -207,3 +207,28 @@ def test_falls_back_to_the_unshared_pass_and_says_why(tokenizer):
     policy = HFPolicy(checkpointed.train(), tokenizer, device="cpu")
     _, reason = _score(policy, True, prompts, completions)
     assert reason is not None and "checkpointing" in reason
+
+
+@pytest.mark.slow
+def test_bench_smoke_writes_the_update_comparison(tmp_path):
+    """``bench/grpo_step.py --smoke --parts update --markdown FILE`` runs and writes one
+    section with labtwin's shared and unshared updates and TRL's (about 15 s of CPU, most
+    of it importing TRL)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("trl")
+    bench = Path(__file__).parents[2] / "bench" / "grpo_step.py"
+    out = tmp_path / "section.md"
+    args = ["--smoke", "--parts", "update", "--markdown", str(out)]
+    subprocess.run([sys.executable, str(bench), *args], check=True, timeout=300)
+    text = out.read_text()
+    assert (
+        text.startswith("## GRPO update with each group's prompt run once")
+        and text.count("\n## ") == 0
+    )
+    assert f"`python bench/grpo_step.py {' '.join(args)}`" in text.splitlines()[0]
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "x |" in line]
+    assert len(rows) == 3 and rows[0].endswith("| 1.00x |")
+    assert "Reading. " in text
