@@ -128,6 +128,24 @@ class Trajectory:
     failed: torch.Tensor | None = None
 
 
+#: kernel constants of the networks integrated so far, keyed by the network's repr (a
+#: ReactionNetwork holds dicts, so it is not hashable; its repr names every coefficient)
+_CONSTANTS: dict[str, tuple[tuple, tuple]] = {}
+
+
+def _constants(network: ReactionNetwork) -> tuple[tuple, tuple]:
+    """The network's stoichiometry (R rows of S floats) and reactant index (R rows), as
+    :meth:`ReactionNetwork.stoichiometry` and :meth:`~ReactionNetwork.reactant_index` give
+    them, as tuples: the constants its kernel is generated from."""
+    key = repr(network)
+    if key not in _CONSTANTS:
+        cpu = torch.device("cpu")
+        stoichiometry = network.stoichiometry(cpu, torch.float64).tolist()
+        reactants = network.reactant_index(cpu).tolist()
+        _CONSTANTS[key] = tuple(map(tuple, stoichiometry)), tuple(map(tuple, reactants))
+    return _CONSTANTS[key]
+
+
 def _warp_device(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda:{device.index if device.index is not None else torch.cuda.current_device()}"
@@ -185,26 +203,23 @@ def integrate(
     device, f64 = c0.device, torch.float64
     from labtwin.simulators.kinetics import _kernels  # imports and starts Warp
 
-    cpu = torch.device("cpu")
-    stoichiometry = tuple(map(tuple, network.stoichiometry(cpu, f64).tolist()))
-    reactants = tuple(map(tuple, network.reactant_index(cpu).tolist()))
-    c0, k, t_end = (x.to(f64).contiguous() for x in (c0, k, t_end))
-    samples = torch.empty(n_reactors, n_samples, n_species, dtype=f64, device=device)
-    times = torch.empty(n_reactors, n_samples, dtype=f64, device=device)
-    counts = torch.empty(3, n_reactors, dtype=torch.int32, device=device)
+    stoichiometry, reactants = _constants(network)
+    inputs = torch.cat([c0.to(f64), k.to(f64), t_end.to(f64).unsqueeze(1)], dim=1).contiguous()
+    samples = torch.empty(n_reactors, n_samples, n_species + 1, dtype=f64, device=device)
+    counts = torch.empty(n_reactors, 3, dtype=torch.int32, device=device)
     if n_reactors:
         _kernels.dopri5(
             stoichiometry,
             reactants,
             _warp_device(device),
-            (c0, k, t_end, samples, times, counts[0], counts[1], counts[2]),
+            (inputs, samples, counts),
             (rtol, atol, max_steps),
         )
     return Trajectory(
-        times=times,
-        concentrations=samples,
-        final=samples[:, -1],
-        steps=counts[0],
-        rejected=counts[1],
-        failed=counts[2].bool(),
+        times=samples[..., n_species],
+        concentrations=samples[..., :n_species],
+        final=samples[:, -1, :n_species],
+        steps=counts[:, 0],
+        rejected=counts[:, 1],
+        failed=counts[:, 2].bool(),
     )
