@@ -349,12 +349,13 @@ def make_kernels(scalar: type) -> SimpleNamespace:
         f: wp.array(dtype=vec3),
         atom_sys: wp.array(dtype=wp.int32),
         deform: wp.array(dtype=mat33),
+        free: wp.array(dtype=scalar),
         fg: wp.array(dtype=vec3),
     ):
-        # dE/dx_ref = dE/dx D^T
+        # dE/dx_ref = dE/dx D^T, zero on fixed atoms (free = 0), so FIRE never moves them
         i = wp.tid()
         s = atom_sys[i]
-        fg[i + 3 * s] = deform[s] * f[i]
+        fg[i + 3 * s] = free[i] * (deform[s] * f[i])
 
     @wp.kernel(enable_backward=False, module=module)
     def project_cell(

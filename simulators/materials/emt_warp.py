@@ -493,6 +493,7 @@ def relax_emt(
     max_step: float = 0.2,
     check_every: int = 10,
     skin: float = 0.5,
+    fixed: Sequence[bool] | np.ndarray | None = None,
 ) -> BatchRelaxResult:
     """Relax every cell's positions (and with ``cell`` its cell) with batched FIRE.
 
@@ -508,6 +509,9 @@ def relax_emt(
             checked at its own ``max_steps``. A cell found converged (at the start too) or
             out of steps stops moving, so its result does not depend on the batch.
         skin: neighbour-list skin, Å (:class:`WarpEMT`; the results do not depend on it).
+        fixed: (n_atoms,) bool over the batch's atoms, True for an atom held in place (its
+            force is zeroed before FIRE sees it, as ASE's ``FixAtoms`` does, and left out of
+            the convergence test); default none.
     """
     from labtwin.simulators.md._fire_kernels import make_fire_kernels
 
@@ -539,6 +543,10 @@ def relax_emt(
     gen_sys_d = wp.array(gen_sys, dtype=wp.int32, device=dev)
     gen_start_d = wp.array(gen_start, dtype=wp.int32, device=dev)
     cell_factor = wp.array(counts.astype(dtype), dtype=s, device=dev)
+    held = np.zeros(n_atoms, dtype=bool) if fixed is None else np.asarray(fixed, dtype=bool)
+    if held.shape != (n_atoms,):
+        raise ValueError(f"fixed needs one flag per atom ({n_atoms}), got {held.shape}")
+    free = wp.array((~held).astype(dtype), dtype=s, device=dev)
     relax_cell = wp.array(cell_of.astype(np.int32), dtype=wp.int32, device=dev)
     cell0 = wp.clone(engine.cell)
     deform = wp.zeros(n_sys, dtype=engine.mat33, device=dev)
@@ -553,7 +561,7 @@ def relax_emt(
         )
         engine._launch(k.set_positions, n_atoms, [xg, engine.atom_sys, deform, engine.x])
         engine._evaluate_launches(rebuild_all)
-        engine._launch(k.project_forces, n_atoms, [engine.f, engine.atom_sys, deform, fg])
+        engine._launch(k.project_forces, n_atoms, [engine.f, engine.atom_sys, deform, free, fg])
         engine._launch(
             k.project_cell,
             n_sys,

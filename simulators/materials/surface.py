@@ -21,7 +21,10 @@ with N the atoms, A the area of the surface cell and e_bulk the energy per atom 
 perfect crystal; in eV/Å^2 and J/m^2 (1 eV/Å^2 = 16.0218 J/m^2). Every protocol of a call
 relaxes in one batch (per-slab tolerances and step limits, float64, asap's cutoff
 convention unless a caller asks for ASE's), and a slab's result does not depend on its
-batch. :func:`thickness_series` measures gamma against the number of layers in one batch
+batch. A protocol may free only the outer ``relax_layers`` planes of each face and hold the
+planes between at their bulk positions (the usual slab protocol), and may accept gaps below
+twice the list radius (``min_vacuum_A``), across which the slab feels its periodic image.
+:func:`thickness_series` measures gamma against the number of layers in one batch
 and reports the differences between successive thicknesses, so convergence in thickness
 can be judged.
 """
@@ -123,11 +126,14 @@ def build_slab(
     layers: int,
     vacuum_A: float = DEFAULT_VACUUM_A,
     cutoff: Cutoff = "asap",
+    min_vacuum_A: float | None = None,
 ) -> Slab:
     """The ``layers``-plane slab of ``element``'s ``miller`` facet with a ``vacuum_A`` gap
     (module doc); ``ValueError`` with the reason for an element without EMT parameters, a
     Miller index outside the offered facets, too few or too many layers, or a gap too
-    small to isolate the slab from its images."""
+    small to isolate the slab from its images (below ``min_vacuum_A``, by default
+    :data:`VACUUM_OVER_CUTOFF` times the pair-list radius; a caller that studies the gap
+    itself may allow thinner ones, across which the slab feels its periodic image)."""
     from pymatgen.core import Lattice as PmgLattice
     from pymatgen.core import Structure as PmgStructure
     from pymatgen.core.surface import SlabGenerator
@@ -144,11 +150,14 @@ def build_slab(
             f"(at least one interior plane between its two faces)"
         )
     rc_list = cutoff_parameters([element], cutoff)[2]
-    min_vacuum = VACUUM_OVER_CUTOFF * rc_list
+    if min_vacuum_A is None:
+        min_vacuum = VACUUM_OVER_CUTOFF * rc_list
+        why = f"{VACUUM_OVER_CUTOFF:g} times EMT's pair-list radius ({min_vacuum:.2f} Å)"
+    else:
+        min_vacuum, why = float(min_vacuum_A), f"{float(min_vacuum_A):g} Å"
     if not (math.isfinite(vacuum_A) and vacuum_A >= min_vacuum):
         raise ValueError(
-            f"a vacuum gap of {vacuum_A} Å does not isolate the slab: it must be at least "
-            f"{VACUUM_OVER_CUTOFF:g} times EMT's pair-list radius ({min_vacuum:.2f} Å)"
+            f"a vacuum gap of {vacuum_A} Å does not isolate the slab: it must be at least {why}"
         )
 
     a0, _ = bulk_reference(element, cutoff)
@@ -217,7 +226,10 @@ def faces_equivalent(slab: Slab, tolerance_A: float = 1e-3) -> bool:
 class SurfaceProtocol:
     """How to measure one surface energy: ``element``'s ``miller`` facet as a slab of
     ``layers`` planes and a ``vacuum_A`` gap, positions relaxed by FIRE to ``fmax`` (eV/Å)
-    in at most ``max_steps`` steps (0: the unrelaxed, bulk-terminated slab), the cell fixed."""
+    in at most ``max_steps`` steps (0: the unrelaxed, bulk-terminated slab), the cell fixed.
+    ``relax_layers`` planes on each face are free to move and the planes between them are
+    held at their bulk positions (the usual slab protocol); None frees every plane.
+    ``min_vacuum_A`` lowers the smallest gap accepted (:func:`build_slab`)."""
 
     element: str
     miller: tuple[int, int, int]
@@ -225,6 +237,15 @@ class SurfaceProtocol:
     fmax: float = 1e-3
     max_steps: int = 1000
     vacuum_A: float = DEFAULT_VACUUM_A
+    relax_layers: int | None = None
+    min_vacuum_A: float | None = None
+
+    def fixed_planes(self, layer: np.ndarray) -> np.ndarray:
+        """(n,) bool: True for the atoms of planes held in place (module doc)."""
+        if self.relax_layers is None:
+            return np.zeros(len(layer), dtype=bool)
+        n = int(layer.max()) + 1
+        return (layer >= self.relax_layers) & (layer < n - self.relax_layers)
 
 
 @dataclass(frozen=True)
@@ -271,10 +292,15 @@ def measure_surfaces(
     their surface energies; ``ValueError`` (from :func:`build_slab`) on bad input."""
     if not protocols:
         return []
-    slabs = [build_slab(p.element, p.miller, p.layers, p.vacuum_A, cutoff) for p in protocols]
+    slabs = [
+        build_slab(p.element, p.miller, p.layers, p.vacuum_A, cutoff, p.min_vacuum_A)
+        for p in protocols
+    ]
     for p in protocols:
         if not (p.fmax > 0 and int(p.max_steps) == p.max_steps and p.max_steps >= 0):
             raise ValueError(f"{p}: fmax must be positive and max_steps a non-negative integer")
+        if p.relax_layers is not None and not (int(p.relax_layers) == p.relax_layers >= 0):
+            raise ValueError(f"{p}: relax_layers must be a non-negative integer or None")
     cells = [s.structure for s in slabs]
     bulk = [bulk_reference(p.element, cutoff)[1] for p in protocols]
     unrelaxed = emt_evaluate(cells, device=device, cutoff=cutoff).energy
@@ -285,6 +311,7 @@ def measure_surfaces(
         cell=False,
         device=device,
         cutoff=cutoff,
+        fixed=np.concatenate([p.fixed_planes(s.layer) for p, s in zip(protocols, slabs)]),
     )
     structures = relaxed.structures()
     return [
