@@ -162,10 +162,6 @@ class WarpLJ:
         self.nbr_capacity = int(np.clip(1.5 * expected + 16, 1, most).max())
         if self.n_atoms >= 2**26:
             raise ValueError("at most 2**26 atoms per batch (neighbour entries pack j << 5)")
-        cell_volume = np.where(
-            cells_per_system > 0, box.prod(1) / np.maximum(cells_per_system, 1), 0
-        )
-        self.cell_capacity = int(max(8, (2.0 * density * cell_volume + 8).max()))
 
         def arr(values: np.ndarray, dtype: Any) -> Any:
             return wp.array(values, dtype=dtype, device=self.device)
@@ -199,7 +195,13 @@ class WarpLJ:
         self.cell_sys = arr(
             np.repeat(np.arange(self.n_systems), cells_per_system).astype(np.int32), wp.int32
         )
-        self.cell_count = wp.zeros(max(self.n_cells_total, 1), dtype=wp.int32, device=self.device)
+        n_cells_alloc = max(self.n_cells_total, 1)
+        self.cell_count = wp.zeros(n_cells_alloc, dtype=wp.int32, device=self.device)
+        self.cell_start = wp.zeros(n_cells_alloc, dtype=wp.int32, device=self.device)
+        self.atom_cell = wp.zeros(self.n_atoms, dtype=wp.int32, device=self.device)
+        self.atom_slot = wp.zeros(self.n_atoms, dtype=wp.int32, device=self.device)
+        self.cell_atom = wp.zeros(self.n_atoms, dtype=wp.int32, device=self.device)
+        self.cell_x = wp.zeros(self.n_atoms, dtype=self.vec3, device=self.device)
         self.rebuild = wp.zeros(self.n_systems, dtype=wp.int32, device=self.device)
         self.overflow = wp.zeros(2, dtype=wp.int32, device=self.device)
         self.x_ref = wp.zeros_like(self.x)
@@ -227,9 +229,6 @@ class WarpLJ:
     def _allocate_lists(self) -> None:
         wp = self.wp
         self.nbr = wp.zeros((self.n_atoms, self.nbr_capacity), dtype=wp.int32, device=self.device)
-        self.cell_atoms = wp.zeros(
-            (max(self.n_cells_total, 1), self.cell_capacity), dtype=wp.int32, device=self.device
-        )
         self._graph = None
         self._recorded = None
 
@@ -274,8 +273,35 @@ class WarpLJ:
                     self.cell_offset,
                     self.rebuild,
                     self.cell_count,
-                    self.cell_atoms,
-                    self.overflow,
+                    self.atom_cell,
+                    self.atom_slot,
+                ],
+            )
+            self._go(
+                k.scan_cells,
+                self.n_systems,
+                [
+                    self.n_cells,
+                    self.cell_offset,
+                    self.sys_start,
+                    self.rebuild,
+                    self.cell_count,
+                    self.cell_start,
+                ],
+            )
+            self._go(
+                k.sort_atoms_by_cell,
+                self.n_atoms,
+                [
+                    self.xw,
+                    self.atom_sys,
+                    self.n_cells,
+                    self.rebuild,
+                    self.atom_cell,
+                    self.atom_slot,
+                    self.cell_start,
+                    self.cell_atom,
+                    self.cell_x,
                 ],
             )
         self._go(
@@ -292,7 +318,11 @@ class WarpLJ:
                 self.n_cells,
                 self.cell_offset,
                 self.cell_count,
-                self.cell_atoms,
+                self.cell_start,
+                self.cell_atom,
+                self.cell_x,
+                self.atom_cell,
+                self.atom_slot,
                 self.rebuild,
                 int(self.half_list),
                 self.x,
@@ -348,14 +378,11 @@ class WarpLJ:
                 return
 
     def _grow_on_overflow(self) -> bool:
-        """True (after enlarging the list arrays) if the last lists overflowed."""
-        cell_overflow, max_neighbours = self.overflow.numpy()
-        if not cell_overflow and not max_neighbours:
+        """True (after enlarging the neighbour lists) if the last lists overflowed."""
+        max_neighbours = int(self.overflow.numpy()[1])
+        if not max_neighbours:
             return False
-        if cell_overflow:
-            self.cell_capacity *= 2
-        if max_neighbours:
-            self.nbr_capacity = max(int(max_neighbours * 1.25) + 8, self.nbr_capacity)
+        self.nbr_capacity = max(int(max_neighbours * 1.25) + 8, self.nbr_capacity)
         self._allocate_lists()
         return True
 

@@ -153,13 +153,17 @@ def test_list_overflow_is_repaired_without_changing_the_trajectory() -> None:
     state = lj_fluid(500, 0.8, 1.0, seed=1)
     reference = run_lj(state, 40, seed=5, sample_every=20).state
     engine = WarpLJ(state)
-    engine.nbr_capacity = 4  # far too small: every chunk overflows and is redone
-    engine.cell_capacity = 2
+    # rows just long enough for the longest first list: a later rebuild overflows, and its
+    # chunk is redone from the positions of the chunk's last rebuild, which must give the
+    # reference trajectory bit for bit
+    engine.nbr_capacity = int(engine.nbr_count.numpy().max()) + 2
     engine._allocate_lists()
     engine.rebuild_all()
+    first_capacity = engine.nbr_capacity
     engine.set_thermostat(1.0, 1.0, 0.005, 5)
     engine.advance(20, 0.005)
     engine.advance(20, 0.005)
+    assert engine.nbr_capacity > first_capacity  # an overflow happened and was repaired
     np.testing.assert_array_equal(engine.state().positions, reference.positions)
 
 
