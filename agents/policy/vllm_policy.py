@@ -95,6 +95,10 @@ class VLLMPolicy:
             "enable_prefix_caching": True,
             "logprobs_mode": "raw_logprobs",
             "distributed_executor_backend": "uni",
+            # no free whitespace runs in constrained calls: an untrained or drifting model
+            # fills the token budget with them. vLLM's xgrammar backend reads this from the
+            # engine's config, not from a request's StructuredOutputsParams (0.32)
+            "structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True},
         }
         if on_cuda:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
@@ -265,7 +269,8 @@ def _structured(schema: dict[str, Any]) -> dict[str, Any]:
     try:
         from vllm.sampling_params import StructuredOutputsParams
 
-        # no free whitespace runs: an untrained model would fill the budget with them
+        # no free whitespace runs (the engine's structured_outputs_config is what vLLM 0.32's
+        # xgrammar backend reads; the request's flag is kept for versions that read it)
         return {
             "structured_outputs": StructuredOutputsParams(json=schema, disable_any_whitespace=True)
         }

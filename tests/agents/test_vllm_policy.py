@@ -15,6 +15,7 @@ for other CPUs while staying far below the changes a weight update makes (~1e-2)
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -160,6 +161,9 @@ def test_constrained_tool_calls_are_schema_valid_with_unconstrained_logprobs(pai
         call = json.loads(c.text)
         jsonschema.validate(call, schema)
         assert parse_tool_call(c.text).name == call["name"]
+    # no whitespace anywhere (the lab's arguments are numbers): a model that drifts towards
+    # whitespace runs would otherwise fill the token budget with them (seen in training)
+    assert not any(re.search(r"\s", c.text) for c in out), [c.text for c in out]
     # stored log-probs: the unconstrained model's, as on the HF path (the mask
     # renormalises over the allowed tokens, which would make every step's log-prob larger)
     gap = max_gap([c.logprobs for c in out], hf_rows(trainer, out))
