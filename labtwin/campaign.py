@@ -38,7 +38,7 @@ from typing import Any, Literal, Protocol
 import gymnasium as gym
 import numpy as np
 
-from labtwin.experiment import Analysis, Answer, Invalid
+from labtwin.experiment import Analysis, Answer, Invalid, validate_many
 from labtwin.frames import campaign_points, lab_frame
 from labtwin.measurement import Measurement, pool, to_jsonable
 from labtwin.task import Task
@@ -164,11 +164,24 @@ class Campaign:
     best_score: float = 0.0
     done: bool = False
     end_reason: str = ""
+    # budgeted records among the first _counted of history (history is append-only)
+    _counted: int = field(default=0, init=False, repr=False, compare=False)
+    _budgeted: int = field(default=0, init=False, repr=False, compare=False)
+    # ok experiment measurements among the first _indexed records, by experiment
+    _indexed: int = field(default=0, init=False, repr=False, compare=False)
+    _index: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _unindexed: bool = field(default=False, init=False, repr=False, compare=False)
 
     @property
     def experiments(self) -> int:
         """Budgeted steps so far (experiments, answers, invalid calls)."""
-        return sum(r.budgeted for r in self.history)
+        history = self.history
+        if len(history) < self._counted:  # history was replaced: count again
+            self._counted = self._budgeted = 0
+        if len(history) > self._counted:
+            self._budgeted += sum(r.budgeted for r in history[self._counted :])
+            self._counted = len(history)
+        return self._budgeted
 
     @property
     def remaining(self) -> int:
@@ -196,12 +209,40 @@ class Campaign:
         confirmed = self.confirmed_score
         return self.best_score if confirmed is None else min(self.best_score, confirmed)
 
+    def repeats_of(self, experiment: dict[str, Any] | None) -> list[Measurement]:
+        """The ``ok`` experiment measurements so far of an equal experiment, in order (what
+        :func:`score_of` pools), from an index kept up to date as the history grows."""
+        history = self.history
+        if len(history) < self._indexed:  # history was replaced: index it again
+            self._indexed, self._index, self._unindexed = 0, {}, False
+        for record in history[self._indexed :]:
+            m = record.measurement
+            if record.kind == "experiment" and m.ok:
+                key = _experiment_key(m.experiment)
+                if key is None:
+                    self._unindexed = True
+                else:
+                    self._index.setdefault(key, []).append(m)
+        self._indexed = len(history)
+        key = _experiment_key(experiment)
+        if key is None or self._unindexed:
+            return [m for m in self.measurements() if m.ok and m.experiment == experiment]
+        return list(self._index.get(key, ()))
+
     def measurements(self) -> list[Measurement]:
         """Measurements of the campaign's experiments, in order (what analysis tools see)."""
         return [r.measurement for r in self.history if r.kind == "experiment"]
 
     def next_seed(self) -> int:
         return int(self.rng.integers(0, _SEED_LIMIT))
+
+
+def _experiment_key(experiment: Any) -> frozenset | None:
+    """A hashable key equal for equal experiment dicts (None where a value is unhashable)."""
+    try:
+        return frozenset(experiment.items())
+    except (AttributeError, TypeError):
+        return None
 
 
 class Recorder(Protocol):
@@ -242,6 +283,7 @@ def score_of(
     measurement: Measurement,
     conditions: dict[str, Any],
     history: list[Measurement],
+    repeats: list[Measurement] | None = None,
 ) -> float | None:
     """The score of one step, from the measurement and the campaign's conditions.
 
@@ -252,12 +294,13 @@ def score_of(
     A repeat of an experiment the campaign already measured is scored from all
     its measurements pooled (:func:`labtwin.measurement.pool`), so repeating
     the best experiment cannot harvest instrument noise: its score tends to
-    the true value, not to the maximum of the noise.
+    the true value, not to the maximum of the noise. ``repeats`` (those of ``history``) may be given when known.
     """
     if kind == "analysis":
         return None
     if kind == "experiment" and measurement.ok and task.pool_repeats:
-        repeats = [m for m in history if m.ok and m.experiment == measurement.experiment]
+        if repeats is None:
+            repeats = [m for m in history if m.ok and m.experiment == measurement.experiment]
         return task.score(pool([*repeats, measurement]), conditions)
     if kind != "answer" or not measurement.ok:
         return task.score(measurement, conditions)
@@ -330,6 +373,11 @@ class CampaignBatch:
         self.campaigns: list[Campaign | None] = [None] * self.num_slots
         self._streams: list[np.random.Generator | None] = [None] * self.num_slots
         self._analysis = {tool.name: tool for tool in task.analysis_tools()}
+        # the numeric observation of every slot, brought up to date row by row (_show)
+        self._obs = np.zeros(
+            (self.num_slots, task.budget + 1, observation_width(task)), dtype=np.float32
+        )
+        self._shown: list[_Shown] = [_Shown() for _ in range(self.num_slots)]
 
     # ---- starting campaigns ---------------------------------------------------------
 
@@ -407,10 +455,11 @@ class CampaignBatch:
                 ),
             )
         )
+        vectors = self._vectors([measured[k] for k in experiments])
         records = []
         for k, (campaign, proposal) in enumerate(zip(campaigns, proposals)):
             if k in measured:
-                record = self._experiment(campaign, proposal, measured[k])
+                record = self._experiment(campaign, proposal, measured[k], vectors.get(k))
             elif isinstance(proposal, Answer):
                 record = self._answer(campaign, proposal, seeds[k])
             elif isinstance(proposal, Analysis):
@@ -459,14 +508,30 @@ class CampaignBatch:
         return campaign
 
     def _new_record(self, campaign: Campaign, kind: RecordKind, m: Measurement, **kw) -> Record:
-        score = score_of(self.task, kind, m, campaign.conditions, campaign.measurements())
+        task, repeats = self.task, None
+        if kind == "experiment" and m.ok and task.pool_repeats:
+            repeats = campaign.repeats_of(m.experiment)
+        history = campaign.measurements() if kind == "answer" else []  # only answers read it
+        score = score_of(task, kind, m, campaign.conditions, history, repeats)
         return Record(campaign.id, len(campaign.history), kind, m, score, 0.0, **kw)
 
-    def _experiment(self, campaign: Campaign, proposal: Any, m: Measurement) -> Record:
+    def _vectors(self, measured: list[Measurement]) -> dict[int, np.ndarray]:
+        """Each measured experiment's point in the numeric view, by its index in ``measured``
+        (one pydantic call and one array for all)."""
         view = self.task.numeric_view
-        vector = None
-        if m.experiment is not None and view is not None:
-            vector = view.to_vector(self.task.experiment_model.model_validate(m.experiment))
+        if view is None:
+            return {}
+        with_experiment = [i for i, m in enumerate(measured) if m.experiment is not None]
+        dicts = [measured[i].experiment for i in with_experiment]
+        experiments = validate_many(self.task.experiment_model, dicts)
+        if any(isinstance(e, Invalid) for e in experiments):  # a recorded experiment no
+            experiments = [self.task.experiment_model.model_validate(d) for d in dicts]  # longer
+        vectors = view.to_vectors(experiments)  # validates: raise as model_validate does
+        return {i: vectors[j] for j, i in enumerate(with_experiment)}
+
+    def _experiment(
+        self, campaign: Campaign, proposal: Any, m: Measurement, vector: np.ndarray | None
+    ) -> Record:
         shown = m.experiment if m.experiment is not None else m.proposal
         record = self._new_record(campaign, "experiment", m, proposal=shown, vector=vector)
         if self.reward_mode == "improvement":
@@ -522,7 +587,61 @@ class CampaignBatch:
     # ---- what views show ---------------------------------------------------------------
 
     def observation(self, slot: int) -> np.ndarray:
-        return observation(self.task, self.campaigns[slot])
+        """The slot's campaign as :func:`observation` gives it (a new array)."""
+        self._show([slot])
+        return self._obs[slot].copy()
+
+    def observations(self) -> np.ndarray:
+        """Every slot's :meth:`observation`, stacked ``(num_slots, 1 + budget, width)``."""
+        self._show(range(self.num_slots))
+        return self._obs.copy()
+
+    def _show(self, slots: Sequence[int] | range) -> None:
+        """Bring the slots' observation rows up to date: write the rows of records added
+        since the last look, the header's remaining budget, and (for a new campaign, or
+        when its public conditions changed) its conditions, as :func:`observation` would."""
+        task, obs = self.task, self._obs
+        width, n_act = obs.shape[2], _n_actions(task)
+        row_at: list[tuple[int, int]] = []
+        rows: list[list[float]] = []
+        head_at: list[int] = []
+        heads: list[float] = []
+        for slot in slots:
+            campaign, shown = self.campaigns[slot], self._shown[slot]
+            if campaign is None or campaign is not shown.campaign:
+                obs[slot] = 0.0
+                shown.__init__(campaign)
+                if campaign is None:
+                    continue
+            history = campaign.history
+            public = _public_values(task, campaign)
+            if len(history) == shown.seen and public == shown.public:
+                continue  # nothing new
+            if len(history) < shown.seen:  # history was replaced: draw it again
+                obs[slot] = observation(task, campaign)
+                shown.seen = len(history)
+                shown.written = sum(r.budgeted for r in history)
+                shown.public = public
+                continue
+            if public != shown.public:
+                conditions = _clean(task.condition_vector(campaign.conditions))
+                obs[slot, 0, 1 : 1 + len(conditions)] = conditions
+                shown.public = public
+            for record in history[shown.seen :]:
+                if not record.budgeted:
+                    continue
+                if shown.written < task.budget:
+                    row_at.append((slot, shown.written + 1))
+                    rows.append(_history_row(task, record, width, n_act))
+                shown.written += 1
+            shown.seen = len(history)
+            head_at.append(slot)
+            heads.append(campaign.remaining / task.budget)
+        if rows:
+            at = np.array(row_at)
+            obs[at[:, 0], at[:, 1]] = _clean(np.array(rows, dtype=np.float64))
+        if heads:
+            obs[head_at, 0, 0] = _clean(np.array(heads, dtype=np.float64))
 
     def frame(self, slot: int, title: str | None = None) -> np.ndarray:
         """The slot's campaign and its lab's panel (:meth:`Task.frame_panel`) as an image."""
@@ -584,6 +703,45 @@ def observation_space(task: Task) -> gym.spaces.Box:
     low[1:, :2], high[1:, :2] = 0.0, 1.0
     low[1:, 2 : 2 + n_act], high[1:, 2 : 2 + n_act] = -1.0, 1.0
     return gym.spaces.Box(low, high, dtype=np.float32)
+
+
+class _Shown:
+    """How much of a slot's campaign its observation rows hold."""
+
+    def __init__(self, campaign: Campaign | None = None) -> None:
+        self.campaign = campaign
+        self.seen = 0  # records of its history looked at
+        self.written = 0  # budgeted records among them (history rows, capped at the budget)
+        self.public: tuple | None = None  # public condition values in the header
+
+
+def _public_values(task: Task, campaign: Campaign) -> tuple:
+    return tuple(campaign.conditions[spec.name] for spec in task.public_conditions)
+
+
+def _clean(values: np.ndarray) -> np.ndarray:
+    """What :func:`observation` makes of float64 values: NaN to 0, clipped to the limit
+    (clipping in float64 before the cast to float32 gives the same float32 as after)."""
+    values = np.nan_to_num(values, nan=0.0, posinf=OBS_LIMIT, neginf=-OBS_LIMIT)
+    return np.clip(values, -OBS_LIMIT, OBS_LIMIT)
+
+
+def _history_row(task: Task, record: Record, width: int, n_act: int) -> list[float]:
+    """Row ``k + 1`` of :func:`observation` for budgeted record ``k``, before cleaning."""
+    m = record.measurement
+    row = [0.0] * width
+    row[0] = 1.0
+    row[1] = 1.0 if m.ok else 0.0
+    vector = record.vector
+    if vector is not None:
+        if not (isinstance(vector, np.ndarray) and vector.shape == (n_act,)):
+            vector = np.broadcast_to(np.asarray(vector, dtype=np.float32), (n_act,))
+        row[2 : 2 + n_act] = vector.tolist()
+    if m.ok and record.kind == "experiment":
+        for j, spec in enumerate(task.observables):
+            row[2 + n_act + j] = m.observables[spec.name].value / spec.scale
+    row[-1] = record.score if record.score is not None else 0.0
+    return row
 
 
 def observation(task: Task, campaign: Campaign | None) -> np.ndarray:

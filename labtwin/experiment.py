@@ -16,11 +16,12 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Literal, get_args, get_origin
 
 import gymnasium as gym
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 
 class Experiment(BaseModel):
@@ -176,6 +177,42 @@ def parse_experiment(model: type[Experiment], proposal: Any) -> Experiment | Inv
         return Invalid(f"the experiment could not be read: {type(err).__name__}", raw)
 
 
+@cache
+def list_adapter(model: type[BaseModel]) -> TypeAdapter:
+    """``TypeAdapter(list[model])``: validates or dumps many experiments in one pydantic call,
+    each exactly as ``model.model_validate`` / ``model_dump`` would (the same core schema)."""
+    return TypeAdapter(list[model])
+
+
+def validate_many(model: type[Experiment], dicts: list[dict[str, Any]]) -> list[Any]:
+    """``parse_experiment(model, d)`` for each dict: one pydantic call for the valid ones,
+    the one-at-a-time path for those that fail (so their reasons are the same)."""
+    out: list[Any] = [None] * len(dicts)
+    todo = list(range(len(dicts)))
+    for _ in range(2):  # the valid ones pass in the second try at the latest
+        try:
+            validated = list_adapter(model).validate_python([dicts[i] for i in todo])
+        except ValidationError as err:
+            failed = {
+                e["loc"][0] for e in err.errors() if e["loc"] and isinstance(e["loc"][0], int)
+            }
+            if not failed:
+                break
+            for j in sorted(failed):
+                out[todo[j]] = parse_experiment(model, dicts[todo[j]])
+            todo = [i for j, i in enumerate(todo) if j not in failed]
+            continue
+        except (ValueError, TypeError, OverflowError, RecursionError):
+            break
+        for i, e in zip(todo, validated):
+            out[i] = e
+        todo = []
+        break
+    for i in todo:  # whatever a batch call could not settle
+        out[i] = parse_experiment(model, dicts[i])
+    return out
+
+
 def tool_schema(model: type[Experiment]) -> dict[str, Any]:
     """JSON schema of the experiment's arguments, ready for an OpenAI-style tool.
 
@@ -225,6 +262,37 @@ class _Axis:
             value = self.low + s * (self.high - self.low)
         value = min(max(value, self.low), self.high)
         return int(round(value)) if self.kind == "int" else float(value)
+
+    def from_units(self, u: np.ndarray) -> list[Any]:
+        """:meth:`from_unit` of every element of ``u`` (float64 in [-1, 1]), the same values:
+        numpy's ``+ - * /`` round as Python's do, and ``exp`` stays Python's."""
+        s = (u + 1.0) / 2.0
+        if self.kind == "choice":
+            n = len(self.choices)
+            return [self.choices[k] for k in np.minimum((s * n).astype(np.int64), n - 1).tolist()]
+        if self.log:
+            low_log = math.log(self.low)
+            exponents = (low_log + s * (math.log(self.high) - low_log)).tolist()
+            value = np.array([math.exp(x) for x in exponents], dtype=np.float64)
+        else:
+            value = self.low + s * (self.high - self.low)
+        value = np.minimum(np.maximum(value, self.low), self.high)
+        if self.kind == "int":
+            return [int(round(v)) for v in value.tolist()]
+        return value.tolist()
+
+    def to_units(self, values: list[Any]) -> np.ndarray:
+        """:meth:`to_unit` of many values, as float64."""
+        if self.kind == "choice":
+            n = len(self.choices)
+            return np.array([2.0 * (self.choices.index(v) + 0.5) / n - 1.0 for v in values])
+        if self.log:
+            low_log = math.log(self.low)
+            logs = np.array([math.log(v) for v in values], dtype=np.float64)
+            s = (logs - low_log) / (math.log(self.high) - low_log)
+        else:
+            s = (np.array(values, dtype=np.float64) - self.low) / (self.high - self.low)
+        return 2.0 * s - 1.0
 
     def to_unit(self, value: Any) -> float:
         """Map a field value to [-1, 1] (centre of the bin for choices)."""
@@ -323,6 +391,40 @@ class NumericView:
             for axis, u in zip(self.axes, vector)
         }
         return parse_experiment(self.model, {**self.fixed, **values})
+
+    def to_experiments(self, actions: np.ndarray) -> list[Experiment | Invalid]:
+        """:meth:`to_experiment` of every row of an ``(n, d)`` array, computed for all rows
+        at once: the same experiments, and for bad rows the same :class:`Invalid` (a bad
+        row takes the one-at-a-time path, so its reason is that path's)."""
+        matrix = np.asarray(actions, dtype=np.float64)
+        if matrix.ndim != 2 or matrix.shape[1] != len(self.axes):
+            return [self.to_experiment(row) for row in matrix]
+        tol = 1e-6  # as in to_experiment
+        good = np.isfinite(matrix).all(axis=1) & ((matrix >= -1 - tol) & (matrix <= 1 + tol)).all(
+            axis=1
+        )
+        out: list[Any] = [None] * len(matrix)
+        for i in np.flatnonzero(~good).tolist():
+            out[i] = self.to_experiment(matrix[i])
+        rows = np.flatnonzero(good).tolist()
+        if not rows:
+            return out
+        unit = np.clip(matrix[rows], -1, 1)
+        columns = [axis.from_units(unit[:, j]) for j, axis in enumerate(self.axes)]
+        names = self.names
+        dicts = [{**self.fixed, **dict(zip(names, values))} for values in zip(*columns)]
+        for i, e in zip(rows, validate_many(self.model, dicts)):
+            out[i] = e
+        return out
+
+    def to_vectors(self, experiments: list[Experiment]) -> np.ndarray:
+        """:meth:`to_vector` of many experiments, as an ``(n, d)`` float32 array."""
+        if not experiments:
+            return np.zeros((0, len(self.axes)), dtype=np.float32)
+        columns = [
+            axis.to_units([getattr(e, axis.name) for e in experiments]) for axis in self.axes
+        ]
+        return np.stack(columns, axis=1).astype(np.float32)
 
     def to_vector(self, experiment: Experiment) -> np.ndarray:
         """Map an experiment to its point in ``[-1, 1]^d``."""

@@ -42,11 +42,13 @@ from labtwin.experiment import (
     Invalid,
     NoNumericReading,
     NumericView,
+    list_adapter,
     parse_experiment,
     text_action_space,
     tool_schema,
 )
 from labtwin.measurement import Measurement, ObservableSpec
+from labtwin.seeding import experiment_generators
 
 if TYPE_CHECKING:
     from labtwin.frames import Panel
@@ -260,6 +262,35 @@ class Task:
             return self.numeric_view.to_experiment(vector)
         return parse_experiment(self.experiment_model, proposal)
 
+    def parse_batch(self, proposals: list[Any]) -> list[Experiment | Invalid]:
+        """:meth:`parse` of every proposal; numeric vectors of the right shape are converted
+        together (:meth:`NumericView.to_experiments`), with the same outcomes."""
+        view = self.numeric_view
+        if view is None or type(self).parse is not Task.parse:  # a lab's own parse decides
+            return [self.parse(p) for p in proposals]
+        shape = view.space.shape
+        vectors = [
+            i
+            for i, p in enumerate(proposals)
+            if isinstance(p, np.ndarray) and p.shape == shape and p.dtype.kind in "fiub"
+        ]
+        if len(vectors) < 2:
+            return [self.parse(p) for p in proposals]
+        out: list[Any] = [None] * len(proposals)
+        chosen = set(vectors)
+        for i, p in enumerate(proposals):
+            if i not in chosen:
+                out[i] = self.parse(p)
+        matrix = np.stack([proposals[i] for i in vectors]).astype(np.float64)
+        for i, e in zip(vectors, view.to_experiments(matrix)):
+            out[i] = e
+        return out
+
+    def experiment_rngs(self, seeds: list[int]) -> Any:
+        """The generators of a ``simulate`` call, lent for a ``with`` block: they draw as
+        ``numpy.random.default_rng(seed)`` (:mod:`labtwin.seeding`)."""
+        return experiment_generators(seeds)
+
     def parse_answer(self, answer: Any) -> BaseModel | Invalid:
         if self.answer_model is None:
             return Invalid(f"{self.id} takes no final answer; propose experiments instead", answer)
@@ -287,37 +318,51 @@ class Task:
         """
         if not len(proposals) == len(conditions) == len(seeds):
             raise ValueError("proposals, conditions and seeds must have equal lengths")
-        parsed = [self.parse(p) for p in proposals]
+        parsed = self.parse_batch(list(proposals))
         valid = [i for i, p in enumerate(parsed) if not isinstance(p, Invalid)]
         results: list[Measurement | None] = [None] * len(proposals)
         for i, p in enumerate(parsed):
             if isinstance(p, Invalid):
                 results[i] = Measurement.invalid(p.reason, p.raw, task=self.id, seed=int(seeds[i]))
         if valid:
-            batch = (
-                [parsed[i] for i in valid],
-                [conditions[i] for i in valid],
-                [np.random.default_rng(seeds[i]) for i in valid],
-            )
-            if self.isolation:  # a crash or hang of the simulator becomes a failed measurement
-                from labtwin.isolation import simulate_isolated
+            experiments = [parsed[i] for i in valid]
+            with self.experiment_rngs([seeds[i] for i in valid]) as rngs:
+                batch = (experiments, [conditions[i] for i in valid], rngs)
+                if self.isolation:  # a crash or hang of the simulator becomes a failed measurement
+                    from labtwin.isolation import simulate_isolated
 
-                measured = simulate_isolated(self, *batch, timeout_s=self.simulation_timeout_s)
-            else:
-                measured = self.simulate(*batch)
+                    measured = simulate_isolated(self, *batch, timeout_s=self.simulation_timeout_s)
+                else:
+                    measured = self.simulate(*batch)
             if len(measured) != len(valid):
                 raise RuntimeError(
                     f"{type(self).__name__}.simulate returned {len(measured)} "
                     f"measurements for {len(valid)} experiments"
                 )
-            for i, m in zip(valid, measured):
-                results[i] = self._finish(m, parsed[i], int(seeds[i]))
+            dumped = self._dump(experiments)
+            for i, m, d in zip(valid, measured, dumped):
+                results[i] = self._finish(m, parsed[i], int(seeds[i]), d)
         return results  # type: ignore[return-value]
 
-    def _finish(self, m: Measurement, experiment: Experiment, seed: int) -> Measurement:
+    def _dump(self, experiments: list[Experiment]) -> list[dict[str, Any]]:
+        """``model_dump(mode="json")`` of each experiment; one pydantic call where all are
+        instances of the lab's model that do not dump their own way."""
+        model = self.experiment_model
+        if len(experiments) > 1 and all(type(e) is model for e in experiments):
+            if model.model_dump is BaseModel.model_dump:
+                return list_adapter(model).dump_python(experiments, mode="json")
+        return [e.model_dump(mode="json") for e in experiments]
+
+    def _finish(
+        self,
+        m: Measurement,
+        experiment: Experiment,
+        seed: int,
+        dumped: dict[str, Any] | None = None,
+    ) -> Measurement:
         if m.ok:
             self._check_declared(m)
-        m.experiment = experiment.model_dump(mode="json")
+        m.experiment = experiment.model_dump(mode="json") if dumped is None else dumped
         m.cost_unit = m.cost_unit or self.cost_unit
         m.provenance = {"task": self.id, "seed": seed, **m.provenance}
         m.provenance["versions"] = {**package_versions(), **m.provenance.get("versions", {})}

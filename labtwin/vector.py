@@ -100,9 +100,7 @@ class VectorLabEnv(VectorEnv):
             super().reset(seed=seeds[0])
         started = self.batch.reset(range(self.num_envs), seeds)
         self._needs_reset[:] = False
-        infos: dict[str, Any] = {}
-        for i, campaign in enumerate(started):
-            infos = self._add_info(infos, reset_info(campaign), i)
+        infos = vector_infos({}, self.num_envs, [(i, reset_info(c)) for i, c in enumerate(started)])
         return self._observations(), infos
 
     def step(
@@ -117,35 +115,51 @@ class VectorLabEnv(VectorEnv):
         rewards = np.zeros(self.num_envs, dtype=np.float64)
         terminated = np.zeros(self.num_envs, dtype=bool)
         truncated = np.zeros(self.num_envs, dtype=bool)
-        infos: dict[str, Any] = {}
 
         resetting = np.flatnonzero(self._needs_reset).tolist()
-        for i, campaign in zip(resetting, self.batch.reset(resetting)):
-            infos = self._add_info(infos, reset_info(campaign), i)
-        live = [i for i in range(self.num_envs) if not self._needs_reset[i]]
+        started = self.batch.reset(resetting)
+        live = np.flatnonzero(~self._needs_reset).tolist()
         records = self.batch.step(live, [proposals[i] for i in live])
-        for i, record in zip(live, records):
-            campaign = self.campaigns[i]
-            rewards[i] = record.reward
-            terminated[i] = campaign.done
-            infos = self._add_info(infos, step_info(campaign, record), i)
+        campaigns = self.campaigns
+        rewards[live] = [record.reward for record in records]
+        terminated[live] = [campaigns[i].done for i in live]
+        infos = self._step_infos(resetting, started, live, records)
         obs = self._observations()
         ended = np.flatnonzero(terminated | truncated).tolist()
         if self.autoreset_mode == AutoresetMode.SAME_STEP and ended:
-            for i in ended:  # Gymnasium's layout: infos["final_obs"], infos["final_info"]
-                final = {
-                    "final_obs": obs[i].copy(),
-                    "final_info": step_info(self.campaigns[i], records[live.index(i)]),
-                }
-                infos = self._add_info(infos, final, i)
+            record_of = dict(zip(live, records))
+            final = [  # Gymnasium's layout: infos["final_obs"], infos["final_info"]
+                (
+                    i,
+                    {
+                        "final_obs": obs[i].copy(),
+                        "final_info": step_info(campaigns[i], record_of[i]),
+                    },
+                )
+                for i in ended
+            ]
+            infos = vector_infos(infos, self.num_envs, final)
             self.batch.reset(ended)
             obs = self._observations()
         else:
             self._needs_reset = terminated | truncated
         return obs, rewards, terminated, truncated, infos
 
+    def _step_infos(
+        self,
+        resetting: list[int],
+        started: list[Campaign],
+        live: list[int],
+        records: list[Any],
+    ) -> dict[str, Any]:
+        """The step's infos: the resets' first, then each stepped campaign's."""
+        campaigns = self.campaigns
+        entries = [(i, reset_info(c)) for i, c in zip(resetting, started)]
+        entries += [(i, step_info(campaigns[i], r)) for i, r in zip(live, records)]
+        return vector_infos({}, self.num_envs, entries)
+
     def _observations(self) -> np.ndarray:
-        return np.stack([self.batch.observation(i) for i in range(self.num_envs)])
+        return self.batch.observations()
 
     def render(self) -> tuple[np.ndarray, ...] | None:
         if self.render_mode != "rgb_array":
@@ -155,3 +169,60 @@ class VectorLabEnv(VectorEnv):
             for i, c in enumerate(self.campaigns)
             if c is not None
         )
+
+
+def _new_info_array(value: Any, num_envs: int) -> np.ndarray:
+    """The array ``VectorEnv._add_info`` makes for a key whose first value is ``value``."""
+    if type(value) in (int, float, bool) or issubclass(type(value), np.number):
+        return np.zeros(num_envs, dtype=type(value))
+    if isinstance(value, np.ndarray):
+        return np.zeros((num_envs, *value.shape), dtype=value.dtype)
+    return np.full(num_envs, fill_value=None, dtype=object)
+
+
+def vector_infos(
+    infos: dict[str, Any], num_envs: int, entries: list[tuple[int, dict[str, Any]]]
+) -> dict[str, Any]:
+    """``infos`` with each ``(env index, info)`` of ``entries`` added, in order, exactly as
+    Gymnasium's ``VectorEnv._add_info`` adds them one env at a time (the same keys, key
+    order, dtypes, ``_key`` masks, nested dicts and ``final_obs`` object array), built a
+    key at a time: one array assignment per key instead of one per env and key."""
+    columns: dict[str, tuple[list[int], list[Any]]] = {}
+    for i, info in entries:
+        for key, value in info.items():
+            column = columns.get(key)
+            if column is None:
+                columns[key] = column = ([], [])
+            column[0].append(i)
+            column[1].append(value)
+    for key, (envs, values) in columns.items():
+        nested = [isinstance(v, dict) for v in values]
+        if key != "final_obs" and any(nested):
+            if not all(nested):  # a key both nested and not: Gymnasium's way, env by env
+                for i, value in zip(envs, values):
+                    infos = _add_one(infos, num_envs, key, value, i)
+                continue
+            array = vector_infos(infos.get(key, {}), num_envs, list(zip(envs, values)))
+        else:
+            array = infos.get(key)
+            if array is None:
+                array = (
+                    np.full(num_envs, fill_value=None, dtype=object)
+                    if key == "final_obs"
+                    else _new_info_array(values[0], num_envs)
+                )
+            if array.dtype == object or array.ndim > 1:
+                for i, value in zip(envs, values):
+                    array[i] = value
+            else:
+                array[envs] = values
+        mask = infos.get(f"_{key}")
+        if mask is None:
+            mask = np.zeros(num_envs, dtype=np.bool_)
+        mask[envs] = True
+        infos[key], infos[f"_{key}"] = array, mask
+    return infos
+
+
+def _add_one(infos: dict[str, Any], num_envs: int, key: str, value: Any, i: int) -> dict:
+    return vector_infos(infos, num_envs, [(i, {key: value})])

@@ -1,0 +1,272 @@
+"""The vector env's batched paths give what the one-at-a-time paths give.
+
+Numeric actions converted together (``Task.parse_batch``) against ``Task.parse`` one by one
+on hostile inputs (``labtwin.testing.hostile_strategy`` and vectors at the edges), pooled
+experiment generators against ``numpy.random.default_rng``, the incremental observation
+against :func:`labtwin.campaign.observation` rebuilt from the campaign, and the column-wise
+infos against Gymnasium's own ``VectorEnv._add_info``. All comparisons are exact.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from typing import Any, Literal
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import model_validator
+
+import labtwin
+from labtwin.campaign import CampaignBatch, observation
+from labtwin.env import reset_info, step_info
+from labtwin.experiment import Analysis, Answer, Invalid, NumericView
+from labtwin.seeding import experiment_generators, pcg64_states
+from labtwin.testing import hostile_strategy
+from labtwin.vector import VectorLabEnv, vector_infos
+
+EXAMPLES = settings(
+    max_examples=60,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+)
+
+
+class Recipe(labtwin.Experiment):
+    """Every kind of axis, a fixed field, and a rule across fields that only pydantic knows."""
+
+    temperature_K: float = labtwin.knob(280.0, 380.0, unit="K", description="bath")
+    time_s: float = labtwin.knob(1.0, 1e4, unit="s", description="hold time", log=True)
+    stirs: int = labtwin.knob(1, 9, unit="", description="stir count")
+    catalyst: Literal["Pd", "Pt", "Ni"] = "Pd"
+    solvent: str = "water"
+
+    @model_validator(mode="after")
+    def _hot_short(self) -> Recipe:
+        if self.temperature_K > 370.0 and self.time_s > 5e3:
+            raise ValueError("too hot for that long")
+        return self
+
+
+class RecipeLab(labtwin.Task):
+    id = "RecipeHarness-v0"
+    experiment_model = Recipe
+    observables = (labtwin.ObservableSpec("signal", "", "a reading", scale=2.0),)
+    public_conditions = (labtwin.ObservableSpec("target_K", "K", "target", scale=100.0),)
+    default_budget = 4
+
+    def make_numeric_view(self) -> NumericView:
+        return NumericView(Recipe, fixed={"solvent": "water"})
+
+    def sample_conditions(self, rng: np.random.Generator) -> dict[str, Any]:
+        return {"target_K": float(rng.uniform(300.0, 360.0))}
+
+    def simulate(self, experiments, conditions, rngs):
+        out = []
+        for e, rng in zip(experiments, rngs):
+            value = e.temperature_K / 380.0 + rng.standard_normal()
+            if e.stirs == 9:  # a reading that overflows the observation's limit
+                value = 1e300
+            out.append(labtwin.Measurement("ok", {"signal": labtwin.Value(value, "", 0.1)}))
+        return out
+
+    def reward(self, measurement, conditions):
+        return measurement["signal"]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal experiments (values, types, fields set) or equal Invalid (reason and raw)."""
+    if isinstance(a, Invalid) or isinstance(b, Invalid):
+        return (
+            type(a) is type(b)
+            and a.reason == b.reason
+            and repr(labtwin.measurement.to_jsonable(a.raw))
+            == repr(labtwin.measurement.to_jsonable(b.raw))
+        )
+    return (
+        type(a) is type(b)
+        and a == b
+        and a.model_fields_set == b.model_fields_set
+        and [type(v) for v in a.__dict__.values()] == [type(v) for v in b.__dict__.values()]
+        and a.model_dump(mode="json") == b.model_dump(mode="json")
+    )
+
+
+EDGES = [-1.0, 1.0, -1 - 1e-6, 1 + 1e-6, -1 - 2e-6, 1 + 2e-6, 0.0, 0.49, 1 / 3]
+edge_floats = st.sampled_from(EDGES) | st.floats(-1.0, 1.0) | st.floats(allow_nan=True)
+
+
+def _vectors(d: int) -> Any:
+    rows = st.lists(edge_floats, min_size=d, max_size=d)
+    return st.tuples(rows, st.sampled_from([np.float32, np.float64])).map(
+        lambda r: np.array(r[0], dtype=r[1])
+    )
+
+
+@pytest.mark.parametrize("lab", [RecipeLab, "BatchReactor-v1"])
+def test_batched_conversion_matches_one_at_a_time(lab: Any) -> None:
+    task = lab() if isinstance(lab, type) else labtwin.load_task(lab)
+    d = task.numeric_view.space.shape[0]
+    proposals = st.lists(_vectors(d) | hostile_strategy(task), min_size=2, max_size=12)
+
+    @EXAMPLES
+    @given(proposals)
+    def check(batch: list[Any]) -> None:
+        together = task.parse_batch(batch)
+        alone = [task.parse(p) for p in batch]
+        assert len(together) == len(alone)
+        for p, a, b in zip(batch, together, alone):
+            assert _same(a, b), (p, a, b)
+
+    check()
+
+
+def test_batched_conversion_reaches_every_outcome() -> None:
+    """The rows above are not all of one kind: the fast path, the row-by-row fallback for a
+    rule pydantic enforces across fields, and each invalid message all occur."""
+    task = RecipeLab()
+    rows = np.array(
+        [
+            [0.0, 0.0, 0.0, 0.0],  # valid
+            [1.0, 1.0, 0.0, 0.0],  # passes the bounds, fails the model's own rule
+            [np.nan, 0.0, 0.0, 0.0],
+            [0.0, 1.5, 0.0, 0.0],
+            [1 + 1e-6, -1 - 1e-6, 1.0, -1.0],  # round-off at the bounds: valid
+        ]
+    )
+    out = task.parse_batch([*rows, np.zeros(3), [0.0] * 4])
+    assert isinstance(out[0], Recipe) and isinstance(out[4], Recipe)
+    assert "too hot for that long" in out[1].reason
+    assert out[2].reason == "action is not finite for ['temperature_K']"
+    assert out[3].reason == "action[1] (time_s) = 1.5 lies outside [-1, 1]"
+    assert out[5].reason == "action must have shape (4,), got (3,)"
+    assert isinstance(out[6], Recipe)
+    for p, a in zip([*rows, np.zeros(3), [0.0] * 4], out):
+        assert _same(a, task.parse(p))
+
+
+def test_vectorised_axis_maps_are_exact() -> None:
+    view = RecipeLab().numeric_view
+    u = np.concatenate([np.linspace(-1, 1, 2001), np.random.default_rng(0).uniform(-1, 1, 5000)])
+    for axis in view.axes:
+        values = axis.from_units(u)
+        assert values == [axis.from_unit(float(x)) for x in u]
+        assert [type(v) for v in values] == [type(axis.from_unit(float(x))) for x in u]
+        np.testing.assert_array_equal(axis.to_units(values), [axis.to_unit(v) for v in values])
+
+
+def test_pooled_generators_draw_as_default_rng() -> None:
+    edges = [0, 1, 2**32 - 1, 2**32, 2**63 - 2, 2**64 - 1]
+    seeds = edges + np.random.default_rng(1).integers(0, 2**63 - 1, 300).tolist()
+    for seed, (state, inc) in zip(seeds, pcg64_states(seeds)):
+        assert np.random.default_rng(seed).bit_generator.state["state"] == {
+            "state": state,
+            "inc": inc,
+        }
+    for _ in range(2):  # the second call reuses the first call's generators
+        with experiment_generators(seeds[:20]) as rngs:
+            with experiment_generators(seeds[:3]) as inner:  # reentrant: others are lent
+                assert not {id(r) for r in inner} & {id(r) for r in rngs}
+            for seed, rng in zip(seeds, rngs):
+                ref = np.random.default_rng(seed)
+                assert rng.bit_generator.state == ref.bit_generator.state
+                assert rng.standard_normal(3).tolist() == ref.standard_normal(3).tolist()
+                assert rng.integers(0, 10**9) == ref.integers(0, 10**9)
+                kids, ref_kids = rng.spawn(2), ref.spawn(2)
+                assert [k.random() for k in kids] == [k.random() for k in ref_kids]
+                assert rng.bit_generator.seed_seq.entropy == seed
+            copy = pickle.loads(pickle.dumps(rngs[0]))  # what isolation sends to a worker
+            assert copy.random() == rngs[0].random()
+    with pytest.raises(ValueError):  # numpy's own error for a negative seed
+        with experiment_generators([-1]):
+            pass
+
+
+def _campaign_steps(task: labtwin.Task, rng: np.random.Generator) -> list[Any]:
+    d = task.numeric_view.space.shape[0]
+    kinds = [
+        lambda: rng.uniform(-1, 1, d),
+        lambda: rng.uniform(-1, 1, d).astype(np.float32),
+        lambda: np.full(d, np.nan),
+        lambda: np.r_[rng.uniform(-1, 1, d - 1), 1.0],  # stirs = 9: a huge reading
+        lambda: {"temperature_K": 300.0, "time_s": 10.0, "stirs": 2, "catalyst": "Ni"},
+        lambda: Invalid("no tool call", "hello"),
+        lambda: Answer({"x": 1}),
+        lambda: Analysis("fit", {}),
+    ]
+    return [kinds[k]() for k in rng.integers(0, len(kinds), 200)]
+
+
+def test_incremental_observation_matches_a_rebuilt_one() -> None:
+    task = RecipeLab()
+    batch = CampaignBatch(task, 3, max_turns=6)
+    rng = np.random.default_rng(3)
+    steps = iter(_campaign_steps(task, rng))
+    batch.reset(seeds=[0, 1, 2])
+    repeated = np.zeros(task.numeric_view.space.shape)  # the same experiment, pooled
+    clipped, kinds = False, set()
+    for t in range(60):
+        live = [i for i, c in enumerate(batch.campaigns) if not c.done]
+        done = [i for i, c in enumerate(batch.campaigns) if c.done]
+        if done:
+            batch.reset(done)
+        proposals = [repeated if t % 5 == 0 else next(steps) for _ in live]
+        kinds |= {r.kind for r in batch.step(live, proposals)}
+        together = batch.observations()
+        for i in range(3):
+            expected = observation(task, batch.campaigns[i])
+            np.testing.assert_array_equal(batch.observation(i), expected)
+            np.testing.assert_array_equal(together[i], expected)
+        clipped |= bool(np.any(together == 1e6))
+        batch.campaigns[0].conditions["target_K"] += 1.0  # a public condition that moves
+    assert kinds == {"experiment", "invalid", "answer", "analysis"}
+    assert clipped  # the huge reading was clipped to the observation's limit
+
+
+def _same_infos(a: dict[str, Any], b: dict[str, Any]) -> None:
+    assert list(a) == list(b)
+    for key in a:
+        if isinstance(a[key], dict):
+            _same_infos(a[key], b[key])
+            continue
+        assert a[key].dtype == b[key].dtype and a[key].shape == b[key].shape, key
+        if a[key].dtype == object:
+            for x, y in zip(a[key], b[key]):
+                assert (x is y) or (x == y) or np.array_equal(x, y), key
+        else:
+            np.testing.assert_array_equal(a[key], b[key])
+
+
+@pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
+def test_infos_match_gymnasium_add_info(mode: str) -> None:
+    task = RecipeLab()
+    env = VectorLabEnv(task, 4, autoreset_mode=mode)
+    env.reset(seed=0)
+    rng = np.random.default_rng(5)
+    for _ in range(9):
+        actions = rng.uniform(-1.05, 1.05, (4, task.numeric_view.space.shape[0]))
+        resetting = env._needs_reset.copy()
+        _, _, _, _, infos = env.step(actions)
+        if mode == "NextStep":  # what _add_info makes of each env's info, env by env
+            expected: dict[str, Any] = {}
+            for i in np.flatnonzero(resetting):
+                expected = env._add_info(expected, reset_info(env.campaigns[i]), i)
+            for i in np.flatnonzero(~resetting):
+                c = env.campaigns[i]
+                expected = env._add_info(expected, step_info(c, c.history[-1]), i)
+            _same_infos(infos, expected)
+    entries = [
+        (2, {"a": 1, "m": "x", "nested": {"v": 0.5}, "final_obs": np.ones(2)}),
+        (0, {"a": 3, "b": 2.5, "arr": np.arange(3), "nested": {"v": 1.5, "w": True}}),
+        (1, {"m": None, "b": np.float32(1.0), "arr": np.arange(3) + 1}),
+        (3, {"a": 7, "final_obs": np.zeros(2), "confirmed_score": math.nan}),
+    ]
+    ours = vector_infos({"a": np.zeros(4, dtype=int), "_a": np.zeros(4, bool)}, 4, entries)
+    theirs: dict[str, Any] = {"a": np.zeros(4, dtype=int), "_a": np.zeros(4, bool)}
+    for i, info in entries:
+        theirs = env._add_info(theirs, info, i)
+    _same_infos(ours, theirs)
