@@ -194,7 +194,7 @@ def reactor_campaigns() -> dict[str, list[Campaign]]:
 # ---- the temperature-programme reactor -------------------------------------------------------
 
 PROTOCOL = "ReactorProtocol-v1"
-PROTOCOL_SEEDS = range(16)  # fewer campaigns: a four-stage programme costs four RK4 calls
+PROTOCOL_SEEDS = range(16)  # fewer campaigns: a four-stage programme costs four integrator calls
 #: the nominal lab's best one-stage programme (noise-free grid: true yield 0.927)
 PROTOCOL_OPTIMUM = {
     "feed_conc_mol_L": 0.1,
@@ -240,7 +240,7 @@ def perturbed_programme(programme: dict, rng: np.random.Generator) -> dict:
 
 def split_optimum(k: int) -> dict:
     """The optimum's one stage split in two at the same temperature: the same run, physically
-    (the RK4 steps differ; the yields agree to 1e-12), but a different experiment."""
+    (the integrator's steps differ; the yields agree to 1e-12), but a different experiment."""
     if k == 0:
         return PROTOCOL_OPTIMUM
     (stage,) = PROTOCOL_OPTIMUM["steps"]
