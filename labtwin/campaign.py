@@ -455,7 +455,7 @@ class CampaignBatch:
                 ),
             )
         )
-        vectors = self._vectors([measured[k] for k in experiments])
+        vectors = self._vectors(measured)
         records = []
         for k, (campaign, proposal) in enumerate(zip(campaigns, proposals)):
             if k in measured:
@@ -515,14 +515,17 @@ class CampaignBatch:
         score = score_of(task, kind, m, campaign.conditions, history, repeats)
         return Record(campaign.id, len(campaign.history), kind, m, score, 0.0, **kw)
 
-    def _vectors(self, measured: list[Measurement]) -> dict[int, np.ndarray]:
-        """Each measured experiment's point in the numeric view, by its index in ``measured``
-        (one pydantic call and one array for all)."""
+    def _vectors(self, measured: dict[int, Measurement]) -> dict[int, np.ndarray]:
+        """Each measured experiment's point in the numeric view, by its key in ``measured``
+        (one array for all)."""
         view = self.task.numeric_view
         if view is None:
             return {}
-        with_experiment = [i for i, m in enumerate(measured) if m.experiment is not None]
+        with_experiment = [k for k, m in measured.items() if m.experiment is not None]
         dicts = [measured[i].experiment for i in with_experiment]
+        vectors = view.vectors_of(dicts)
+        if vectors is not None:  # read from the dicts: validation would change nothing
+            return {i: vectors[j] for j, i in enumerate(with_experiment)}
         experiments = validate_many(self.task.experiment_model, dicts)
         if any(isinstance(e, Invalid) for e in experiments):  # a recorded experiment no
             experiments = [self.task.experiment_model.model_validate(d) for d in dicts]  # longer

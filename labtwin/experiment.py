@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal, get_args, get_origin
 
+import annotated_types
 import gymnasium as gym
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -323,6 +324,27 @@ def field_bounds(field: Any) -> tuple[float, float] | None:
     return low, high
 
 
+def _plain_axes(model: type[Experiment], names: list[str]) -> bool:
+    """Whether validating a model's JSON dump returns the dumped values of these fields
+    unchanged: no validators anywhere on the model, no aliases, only bounds as constraints."""
+    decorators = model.__pydantic_decorators__
+    if (
+        decorators.validators
+        or decorators.field_validators
+        or decorators.root_validators
+        or decorators.model_validators
+    ):
+        return False
+    bounds = (annotated_types.Ge, annotated_types.Gt, annotated_types.Le, annotated_types.Lt)
+    for name in names:
+        field = model.model_fields[name]
+        if field.alias or field.validation_alias:
+            return False
+        if not all(isinstance(meta, bounds) for meta in field.metadata):
+            return False
+    return True
+
+
 class NoNumericReading(TypeError):
     """The experiment model has a field that no number can stand for."""
 
@@ -362,6 +384,7 @@ class NumericView:
         if not self.axes:
             raise NoNumericReading(f"{model.__name__} has no numeric field")
         self.space = gym.spaces.Box(-1.0, 1.0, shape=(len(self.axes),), dtype=np.float32)
+        self._plain = _plain_axes(model, self.names)
 
     @property
     def names(self) -> list[str]:
@@ -416,6 +439,30 @@ class NumericView:
         for i, e in zip(rows, validate_many(self.model, dicts)):
             out[i] = e
         return out
+
+    def vectors_of(self, experiments: list[dict[str, Any]]) -> np.ndarray | None:
+        """:meth:`to_vectors` of the experiments these JSON dicts (``model_dump(mode="json")``)
+        validate to, read from the dicts themselves where validation cannot change a value:
+        a model without validators, plain float/int/``Literal`` axes, and values of the
+        field's own type. None where that does not hold (validate them then)."""
+        if not self._plain:
+            return None
+        columns = []
+        for axis in self.axes:
+            try:
+                values = [d[axis.name] for d in experiments]
+            except (KeyError, TypeError):
+                return None
+            if axis.kind == "choice":
+                keys = {(type(c), c) for c in axis.choices}
+                plain = all((type(v), v) in keys for v in values)
+            else:
+                kind = float if axis.kind == "float" else int
+                plain = all(type(v) is kind for v in values)
+            if not plain:
+                return None
+            columns.append(axis.to_units(values))
+        return np.stack(columns, axis=1).astype(np.float32)
 
     def to_vectors(self, experiments: list[Experiment]) -> np.ndarray:
         """:meth:`to_vector` of many experiments, as an ``(n, d)`` float32 array."""

@@ -18,6 +18,7 @@ Autoreset follows Gymnasium's ``autoreset_mode``:
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -187,18 +188,30 @@ def vector_infos(
     Gymnasium's ``VectorEnv._add_info`` adds them one env at a time (the same keys, key
     order, dtypes, ``_key`` masks, nested dicts and ``final_obs`` object array), built a
     key at a time: one array assignment per key instead of one per env and key."""
-    columns: dict[str, tuple[list[int], list[Any]]] = {}
-    for i, info in entries:
-        for key, value in info.items():
+    groups: dict[tuple[str, ...], list[list]] = {}  # entries by their keys, in order
+    for position, (i, info) in enumerate(entries):
+        keys = tuple(info)
+        group = groups.get(keys)
+        if group is None:
+            groups[keys] = group = [[], [], []]
+        group[0].append(position)
+        group[1].append(i)
+        group[2].append(info.values())
+    columns: dict[str, list[list]] = {}  # key -> [positions, envs, values], keys as first seen
+    for keys, (positions, envs, rows) in groups.items():
+        for key, values in zip(keys, zip(*rows)):
             column = columns.get(key)
             if column is None:
-                columns[key] = column = ([], [])
-            column[0].append(i)
-            column[1].append(value)
-    for key, (envs, values) in columns.items():
-        nested = [isinstance(v, dict) for v in values]
-        if key != "final_obs" and any(nested):
-            if not all(nested):  # a key both nested and not: Gymnasium's way, env by env
+                columns[key] = [positions, envs, list(values)]
+            else:  # the key in entries with other keys too: merge them in entry order
+                merged = sorted(
+                    zip([*column[0], *positions], [*column[1], *envs], [*column[2], *values])
+                )
+                columns[key] = [list(c) for c in zip(*merged)]
+    for key, (_, envs, values) in columns.items():
+        nested = sum(map(isinstance, values, repeat(dict)))
+        if key != "final_obs" and nested:
+            if nested < len(values):  # a key both nested and not: Gymnasium's way, env by env
                 for i, value in zip(envs, values):
                     infos = _add_one(infos, num_envs, key, value, i)
                 continue

@@ -78,6 +78,24 @@ class RecipeLab(labtwin.Task):
         return measurement["signal"]
 
 
+class PlainRecipe(labtwin.Experiment):
+    """Recipe without a validator: its vectors are read from the measured dicts."""
+
+    temperature_K: float = labtwin.knob(280.0, 380.0, unit="K", description="bath")
+    time_s: float = labtwin.knob(1.0, 1e4, unit="s", description="hold time", log=True)
+    stirs: int = labtwin.knob(1, 9, unit="", description="stir count")
+    catalyst: Literal["Pd", "Pt", "Ni"] = "Pd"
+    solvent: str = "water"
+
+
+class PlainLab(RecipeLab):
+    id = "PlainHarness-v0"
+    experiment_model = PlainRecipe
+
+    def make_numeric_view(self) -> NumericView:
+        return NumericView(PlainRecipe, fixed={"solvent": "water"})
+
+
 def _same(a: Any, b: Any) -> bool:
     """Equal experiments (values, types, fields set) or equal Invalid (reason and raw)."""
     if isinstance(a, Invalid) or isinstance(b, Invalid):
@@ -193,7 +211,7 @@ def _campaign_steps(task: labtwin.Task, rng: np.random.Generator) -> list[Any]:
         lambda: rng.uniform(-1, 1, d).astype(np.float32),
         lambda: np.full(d, np.nan),
         lambda: np.r_[rng.uniform(-1, 1, d - 1), 1.0],  # stirs = 9: a huge reading
-        lambda: {"temperature_K": 300.0, "time_s": 10.0, "stirs": 2, "catalyst": "Ni"},
+        lambda: {"temperature_K": 300, "time_s": 10.0, "stirs": 2.0, "catalyst": "Ni"},
         lambda: Invalid("no tool call", "hello"),
         lambda: Answer({"x": 1}),
         lambda: Analysis("fit", {}),
@@ -201,8 +219,11 @@ def _campaign_steps(task: labtwin.Task, rng: np.random.Generator) -> list[Any]:
     return [kinds[k]() for k in rng.integers(0, len(kinds), 200)]
 
 
-def test_incremental_observation_matches_a_rebuilt_one() -> None:
-    task = RecipeLab()
+@pytest.mark.parametrize("lab", [RecipeLab, PlainLab])
+def test_incremental_observation_matches_a_rebuilt_one(lab: type[RecipeLab]) -> None:
+    """Also each record's vector against the one-at-a-time map of its measured experiment."""
+    task = lab()
+    assert task.numeric_view._plain == (lab is PlainLab)
     batch = CampaignBatch(task, 3, max_turns=6)
     rng = np.random.default_rng(3)
     steps = iter(_campaign_steps(task, rng))
@@ -215,7 +236,13 @@ def test_incremental_observation_matches_a_rebuilt_one() -> None:
         if done:
             batch.reset(done)
         proposals = [repeated if t % 5 == 0 else next(steps) for _ in live]
-        kinds |= {r.kind for r in batch.step(live, proposals)}
+        records = batch.step(live, proposals)
+        kinds |= {r.kind for r in records}
+        for r in records:
+            if r.kind == "experiment" and r.measurement.experiment is not None:
+                e = task.experiment_model.model_validate(r.measurement.experiment)
+                np.testing.assert_array_equal(r.vector, task.numeric_view.to_vector(e))
+                assert r.vector.dtype == np.float32
         together = batch.observations()
         for i in range(3):
             expected = observation(task, batch.campaigns[i])
