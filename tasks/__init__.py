@@ -16,7 +16,7 @@
 - :mod:`labtwin.tasks.combustion` — a target ignition delay of a premixed gas in a
   constant-pressure reactor, Cantera with GRI-Mech 3.0 (IgnitionDelay-v0).
 - :mod:`labtwin.tasks.materials_alloy` — a stable binary alloy of the EMT metals with a
-  target lattice constant, relaxed with EMT (ASE/asap3) on pymatgen structures and placed
+  target lattice constant, relaxed on the batched Warp EMT engine, pymatgen structures, placed
   on a convex hull (AlloyDesign-v1).
 - :mod:`labtwin.tasks.chem_synthesis` — make a target molecule from purchasable building
   blocks with named RDKit reaction templates (SynthesisPlanning-v0), a text lab.

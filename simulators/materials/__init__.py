@@ -7,16 +7,18 @@
 - :mod:`~labtwin.simulators.materials.emt` — the EMT calculator (asap3's compiled EMT, or
   ASE's own with asap's cutoff; the two agree to 1e-7 eV/atom);
 - :mod:`~labtwin.simulators.materials.relax` — relaxation of positions and cell (FIRE on a
-  ``FrechetCellFilter``) with stated force and stress tolerances;
+  unit-cell or Frechet cell filter) with stated force and stress tolerances, and
+  ``relax_many``: many cells in one batched relaxation on the Warp engine;
 - :mod:`~labtwin.simulators.materials.eos` — equation of state: equilibrium volume and bulk
   modulus from a Birch-Murnaghan fit;
 - :mod:`~labtwin.simulators.materials.hull` — elemental references, formation energies and
   the energy above the convex hull with pymatgen's ``PhaseDiagram``;
-- :mod:`~labtwin.simulators.materials.alloy` — one measurement of a binary alloy: build,
-  relax, fit, place on the hull;
+- :mod:`~labtwin.simulators.materials.alloy` — measurements of binary alloys: build,
+  relax, fit, place on the hull (``measure_alloys``: a batch on the Warp engine);
 - :mod:`~labtwin.simulators.materials.emt_warp` — batched EMT in Warp kernels
   (:mod:`._emt_kernels`): energies, forces, stresses and FIRE relaxations of many cells in
-  one launch, ``cuda`` or ``cpu``;
+  one launch, ``cuda`` or ``cpu``; its batch, ``CrystalBatch``, is the MD engine's
+  ``MDState`` carrying species and 3x3 cells;
 - :mod:`~labtwin.simulators.materials.bulk` — cubic crystals (fcc metals, L1_2 alloys) on
   the Warp engine: energy and pressure against lattice constant, the zero-pressure lattice
   constant, converged Birch-Murnaghan references;
@@ -28,7 +30,12 @@
 ASE, asap3, pymatgen and Warp are imported inside the functions that use them.
 """
 
-from labtwin.simulators.materials.alloy import AlloyResult, AlloySpec, measure_alloy
+from labtwin.simulators.materials.alloy import (
+    AlloyResult,
+    AlloySpec,
+    measure_alloy,
+    measure_alloys,
+)
 from labtwin.simulators.materials.bulk import (
     CUBIC_CRYSTALS,
     cubic_cell,
@@ -52,7 +59,7 @@ from labtwin.simulators.materials.hull import (
     formation_energy_per_atom,
     reference_hull,
 )
-from labtwin.simulators.materials.relax import RelaxResult, relax
+from labtwin.simulators.materials.relax import RelaxResult, relax, relax_many
 from labtwin.simulators.materials.structure import (
     LATTICES,
     Structure,
@@ -95,12 +102,14 @@ __all__ = [
     "formation_energy_per_atom",
     "make_calculator",
     "measure_alloy",
+    "measure_alloys",
     "measure_vacancies",
     "prototype",
     "reference_equation_of_state",
     "reference_hull",
     "relax",
     "relax_emt",
+    "relax_many",
     "remove_sites",
     "supercell",
     "zero_pressure_lattice_constant",
