@@ -115,7 +115,8 @@ class Config:
 
 @dataclass
 class UpdateResult:
-    seconds: dict[str, float]  # median seconds per update, by contender
+    seconds: dict[str, float]  # median wall seconds per update, by contender
+    cpu_seconds: dict[str, float]  # median CPU-seconds of this process per update
     rows: int
     prompt_tokens: int  # of one prompt
     completion_tokens: int  # of one completion
@@ -164,10 +165,8 @@ class LabtwinUpdate:
         )
         self.optimizer = torch.optim.AdamW(policy.model.parameters(), lr=train_cfg.learning_rate)
 
-    def __call__(self) -> float:
-        start = time.perf_counter()
+    def __call__(self) -> None:
         grpo_update(self.policy, None, self.optimizer, self.episodes, self.advantages, self.cfg)
-        return time.perf_counter() - start
 
 
 class TRLUpdate:
@@ -227,9 +226,8 @@ class TRLUpdate:
                 }
             )
 
-    def __call__(self) -> float:
+    def __call__(self) -> None:
         trainer = self.trainer
-        start = time.perf_counter()
         trainer.model.train()
         for inputs in self.micro_batches:
             loss = trainer.compute_loss(trainer.model, inputs)
@@ -237,7 +235,6 @@ class TRLUpdate:
         trainer.accelerator.clip_grad_norm_(trainer.model.parameters(), self.max_grad_norm)
         trainer.optimizer.step()
         trainer.optimizer.zero_grad()
-        return time.perf_counter() - start
 
 
 def _left_pad(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -276,17 +273,21 @@ def time_update(cfg: Config) -> UpdateResult:
             trl_error = f"TRL not installed ({error})"
         torch.set_num_threads(1)
         times: dict[str, list[float]] = {name: [] for name in contenders}
+        cpu_times: dict[str, list[float]] = {name: [] for name in contenders}
         names = list(contenders)
         for round_ in range(cfg.rounds + 1):  # round 0 warms up
             for k in range(len(names)):  # a different contender first in each round
                 name = names[(round_ + k) % len(names)]
-                seconds = contenders[name]()
+                wall, cpu = time.perf_counter(), time.process_time()
+                contenders[name]()
                 if round_:
-                    times[name].append(seconds)
+                    times[name].append(time.perf_counter() - wall)
+                    cpu_times[name].append(time.process_time() - cpu)
     if shared.unshared_reason is not None or unshared.unshared_reason != "share_prompt is off":
         raise RuntimeError(f"sharing was not as intended: {shared.unshared_reason!r}")
     return UpdateResult(
         {name: statistics.median(v) for name, v in times.items()},
+        {name: statistics.median(v) for name, v in cpu_times.items()},
         rows=len(episodes),
         prompt_tokens=len(episodes[0].prompt_ids),
         completion_tokens=cfg.max_new_tokens,
@@ -452,20 +453,31 @@ def time_overlap(cfg: Config, delay: float) -> dict[str, tuple[float, int]]:
 # ---- report ----------------------------------------------------------------------------------
 
 
-def update_rows(result: UpdateResult) -> list[tuple[str, str, str]]:
-    """(contender, s / update, peer's seconds over labtwin's with the prompt shared)."""
+UPDATE_COLUMNS = ("contender", "s / update", "CPU s / update", "vs labtwin shared", "CPU vs shared")
+
+
+def update_rows(result: UpdateResult) -> list[tuple[str, ...]]:
+    """Per contender: wall and CPU seconds per update, and each over labtwin's with the
+    prompt shared."""
     labels = {
         CONTENDERS[0]: "labtwin `grpo_update`, each group's prompt run once",
         CONTENDERS[1]: "labtwin `grpo_update`, every row runs its prompt (`share_prompt=False`)",
         CONTENDERS[2]: "TRL `GRPOTrainer` (`compute_loss`, backward, optimizer step)",
     }
-    base = result.seconds[CONTENDERS[0]]
+    wall, cpu = result.seconds, result.cpu_seconds
+    base, cpu_base = wall[CONTENDERS[0]], cpu[CONTENDERS[0]]
     rows = [
-        (labels[name], f"{seconds:.3f}", f"{seconds / base:.2f}x")
-        for name, seconds in result.seconds.items()
+        (
+            labels[name],
+            f"{wall[name]:.3f}",
+            f"{cpu[name]:.3f}",
+            f"{wall[name] / base:.2f}x",
+            f"{cpu[name] / cpu_base:.2f}x",
+        )
+        for name in wall
     ]
     if result.trl_error:
-        rows.append((labels[CONTENDERS[2]], "—", result.trl_error))
+        rows.append((labels[CONTENDERS[2]], "—", "—", result.trl_error, "—"))
     return rows
 
 
@@ -475,9 +487,8 @@ def update_table(result: UpdateResult, cfg: Config) -> Table:
         f"{result.completion_tokens} tokens after a {result.prompt_tokens}-token prompt, "
         f"groups of {cfg.group_size}",
     )
-    table.add_column("contender")
-    table.add_column("s / update", justify="right")
-    table.add_column("vs labtwin shared", justify="right")
+    for k, column in enumerate(UPDATE_COLUMNS):
+        table.add_column(column, justify="right" if k else "left")
     for row in update_rows(result):
         table.add_row(*row)
     return table
@@ -544,8 +555,10 @@ def markdown(
             "same with every row running its whole prompt, and TRL's `GRPOTrainer` "
             "(`compute_loss` with its token-mean `dapo` loss and entropies, "
             "`accelerator.backward` per micro-batch, clipping and its optimizer's step, on the "
-            "same token ids; generation not timed). The ratio is the contender's seconds over "
-            "labtwin's with the prompt shared (above 1: labtwin's shared update is faster)."
+            "same token ids; generation not timed). Wall seconds and this process's CPU-seconds "
+            "(`time.process_time`; on a busy machine a one-thread contender's CPU time moves "
+            "less than its wall time); the ratios are the contender's seconds over labtwin's "
+            "with the prompt shared (above 1: labtwin's shared update is faster)."
         )
     if phases is not None:
         paragraph.append(
@@ -561,8 +574,11 @@ def markdown(
         )
     lines += [" ".join(paragraph), ""]
     if update is not None:
-        lines += ["| contender | s / update | vs labtwin shared |", "| --- | ---: | ---: |"]
-        lines += [f"| {a} | {b} | {c} |" for a, b, c in update_rows(update)]
+        lines += [
+            "| " + " | ".join(UPDATE_COLUMNS) + " |",
+            "| --- |" + " ---: |" * (len(UPDATE_COLUMNS) - 1),
+        ]
+        lines += ["| " + " | ".join(row) + " |" for row in update_rows(update)]
         lines.append("")
     if phases is not None:
         total = sum(phases.values())
@@ -594,37 +610,46 @@ def reading(
 ) -> str:
     sentences = []
     if update is not None:
-        base = update.seconds[CONTENDERS[0]]
-        gain = update.seconds[CONTENDERS[1]] / base
+        wall, cpu = update.seconds, update.cpu_seconds
+        shared, unshared, trl = CONTENDERS
         sentences.append(
-            f"Running each group's prompt once makes labtwin's update {gain:.2f}x as fast as "
-            f"running it in every row ({base:.2f} s against "
-            f"{update.seconds[CONTENDERS[1]]:.2f} s): with {cfg.group_size} completions per "
-            f"prompt the prompt's {update.prompt_tokens} tokens go through the layers once "
-            f"instead of {min(cfg.group_size, cfg.micro_batch_size)} times per micro-batch, "
-            "while each completion token still attends to every prompt token."
+            f"Running each group's prompt once makes labtwin's update "
+            f"{wall[unshared] / wall[shared]:.2f}x as fast as running it in every row "
+            f"({wall[shared]:.2f} s against {wall[unshared]:.2f} s; "
+            f"{cpu[unshared] / cpu[shared]:.2f}x in CPU-seconds): with "
+            f"{min(cfg.group_size, cfg.micro_batch_size)} rows of a group in a micro-batch the "
+            f"prompt's {update.prompt_tokens} tokens go through the layers once instead of "
+            f"{min(cfg.group_size, cfg.micro_batch_size)} times, while every completion token "
+            "still attends to all of them."
         )
-        if CONTENDERS[2] in update.seconds:
+        if trl in wall:
             sentences.append(
-                f"TRL's `GRPOTrainer`, which runs every row's whole prompt, takes "
-                f"{update.seconds[CONTENDERS[2]] / base:.2f}x labtwin's shared time on the "
-                "same model and batch."
+                f"TRL's `GRPOTrainer`, which also runs every row's whole prompt, takes "
+                f"{wall[trl] / wall[shared]:.2f}x labtwin's shared time "
+                f"({cpu[trl] / cpu[shared]:.2f}x in CPU-seconds) and "
+                f"{wall[trl] / wall[unshared]:.2f}x the unshared one on the same model and batch."
             )
     if phases is not None:
         total = sum(phases.values())
         sentences.append(
-            f"In a whole step the update is {phases['optimisation'] / total:.0%} of "
-            f"{total:.2f} s and generation {phases['generation'] / total:.0%}."
+            f"In a whole step (real multi-turn rollouts) the update is "
+            f"{phases['optimisation'] / total:.0%} of {total:.2f} s and generation "
+            f"{phases['generation'] / total:.0%}."
         )
     if overlap is not None:
-        plain = overlap[0.0]
-        ratio = plain["1 batch"][0] / plain["2 halves, overlapped"][0]
+        ratios = {
+            delay: rows["1 batch"][0] / rows["2 halves, overlapped"][0]
+            for delay, rows in overlap.items()
+        }
+        plain, *slow = ratios.items()
         sentences.append(
-            f"Overlapping the reactor's step with generation runs at {ratio:.2f}x one batch; "
-            "it pays only for simulators that wait off the GIL for about a turn of generation."
+            f"Overlapping the reactor's step with generation runs at {plain[1]:.2f}x one batch"
+            + "".join(f", {r:.2f}x with a {d:g} s GIL-free wait per call" for d, r in slow)
+            + "."
         )
     sentences.append(
-        "Load on the machine moves these figures; the ratios, taken side by side, move less."
+        "Load on the machine moves these figures, wall seconds most; compare runs on an idle "
+        "machine."
     )
     return " ".join(sentences)
 
