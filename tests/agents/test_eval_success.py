@@ -222,9 +222,23 @@ def vacancy():
     return task, c, ok, [off, costly]
 
 
+def surface():
+    task = labtwin.load_task("SurfaceEnergy-v0")
+    c = task.conditions_of("Pt", (1, 1, 0))
+    g = c["reference_surface_energy_J_m2"]
+    # within 0.5 mJ/m^2 (one tolerance), and no more than 2 k atom-evaluations spent before it
+    cheap = ("experiment", {"surface_energy_J_m2": g, "_cost": 1.0}, exp(0))
+    dear = ("experiment", {"surface_energy_J_m2": g, "_cost": 4.0}, exp(1))
+    ok = campaign(task, c, [cheap, ("answer", {}, {"surface_energy_J_m2": g + 0.00049})])
+    off = campaign(task, c, [cheap, ("answer", {}, {"surface_energy_J_m2": g + 0.00051})])
+    costly = campaign(task, c, [dear, ("answer", {}, {"surface_energy_J_m2": g})])
+    return task, c, ok, [off, costly]
+
+
 CASES: dict[str, Callable] = {
     "LatticeConstant-v0": lattice,
     "VacancyFormation-v0": vacancy,
+    "SurfaceEnergy-v0": surface,
     "BatchReactor-v1": lambda: reactor("BatchReactor-v1"),
     "ReactorProtocol-v1": lambda: reactor("ReactorProtocol-v1"),
     "ArrheniusFit-v1": arrhenius,

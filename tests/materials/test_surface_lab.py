@@ -31,6 +31,7 @@ from labtwin.simulators.materials.surface import (
     thickness_series,
 )
 from labtwin.simulators.materials.vacancy import bulk_reference
+from labtwin.structures import read_structure
 from labtwin.tasks.materials_surface import (
     BASELINE_FIGURES,
     COMPUTE_ALLOWANCE,
@@ -133,6 +134,10 @@ def test_a_measurement_reports_gamma_and_its_convergence(task) -> None:
     )
     assert m["converged"] == 1 and m["max_force_eV_A"] < 1e-3 and m["n_atoms"] == 6
     assert m.artifacts["structure_positions"].shape == (6, 3)
+    slab = read_structure(m.artifacts)  # labtwin.structures' format: the relaxed slab
+    positions, cell = slab.frame()
+    assert slab.n_atoms == 6 and set(slab.numbers.tolist()) == {78}
+    assert abs(np.linalg.det(cell)) / np.linalg.norm(cell[2]) == pytest.approx(thick.area_A2)
     assert all(v.uncertainty == 0 for v in m.observables.values())  # deterministic
     # a relaxation cut short is still a reading, reported not converged
     (short,) = task.measure([{**RUN, "layers": 6, "max_steps": 5}], conditions=c)
