@@ -35,13 +35,15 @@ from labtwin.agents.train_config import TrainConfig
 class GenerationEngine:
     """A Ray actor holding one generation engine (the trainer's ``make_generator``)."""
 
-    def __init__(self, policy: Any, cfg: dict[str, Any]) -> None:
+    def __init__(self, parts: dict[str, Any], cfg: dict[str, Any]) -> None:
         import labtwin
+        from labtwin.agents.policy import HFPolicy
         from labtwin.agents.train import SeedStreams, make_generator
 
         config = replace(TrainConfig(**cfg), ray=None)
         torch.set_num_threads(config.threads)
         task = labtwin.load_task(config.task, budget=config.budget)
+        policy = HFPolicy(parts["model"], parts["tokenizer"], share_prompt=parts["share_prompt"])
         self.policy = policy
         self.run_dir = Path(tempfile.mkdtemp(prefix="labtwin-engine-"))  # vLLM's weights
         self.engine, self.kwargs = make_generator(
@@ -83,7 +85,14 @@ class RayGenerator:
         if num_gpus is None:
             num_gpus = 1.0 if ray.cluster_resources().get("GPU", 0.0) >= engines else 0.0
         actor = ray.remote(GenerationEngine).options(num_cpus=1, num_gpus=num_gpus)
-        shipped = ray.put(policy)
+        # the policy's parts, not the policy: it keeps caches (weak references) that do not pickle
+        shipped = ray.put(
+            {
+                "model": policy.model,
+                "tokenizer": policy.tokenizer,
+                "share_prompt": getattr(policy, "share_prompt", True),
+            }
+        )
         self.engines = [actor.remote(shipped, asdict(cfg)) for _ in range(engines)]
         self.info = ray.get([e.ready.remote() for e in self.engines])
 

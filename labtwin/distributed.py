@@ -359,6 +359,17 @@ class RayCampaignBatch:
     def observation(self, slot: int) -> np.ndarray:
         return self.ledger.observation(slot)
 
+    def observations(self) -> np.ndarray:
+        """Every slot's observation, stacked (the ledger's)."""
+        return self.ledger.observations()
+
+    def __getattr__(self, name: str) -> Any:
+        """Anything else of the CampaignBatch interface that only reads: the ledger's."""
+        ledger = self.__dict__.get("ledger")
+        if ledger is None or name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(ledger, name)
+
     def frame(self, slot: int, title: str | None = None) -> np.ndarray:
         return self.ledger.frame(slot, title)
 
