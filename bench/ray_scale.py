@@ -13,7 +13,8 @@ workers), the batch reactor as it is (a real lab whose batched step costs little
 and an instant simulator (copies of one reading). The overhead is the median Ray
 step (1 worker) minus the median local step on the instant simulator: what a step
 pays for Ray (pickling the proposals and records, the actor call, ``ray.wait``).
-Ray's start and the workers' start are timed once. Every contender's records are
+Ray's start and the workers' start are timed once. Weight sync: ``RayGenerator.load_weights``
+of the tiny model and a wider one into one generation engine actor. Every contender's records are
 checked equal to the local ones.
 
     python bench/ray_scale.py                    # 16 campaigns, 8 steps, 5 ms, 5 rounds
@@ -99,6 +100,31 @@ def measure(contenders: dict, plan, seeds, rounds: int) -> dict[str, list[float]
     return times
 
 
+def weight_sync(rounds: int, smoke: bool) -> list[tuple[str, float, float]]:
+    """Seconds of ``RayGenerator.load_weights`` (one hf engine actor: object-store upload,
+    download, ``load_state_dict``) for the tiny model and a wider one; median of rounds."""
+    from labtwin.agents.ray_generation import RayGenerator
+    from labtwin.agents.train import TrainConfig, make_policy
+
+    out = []
+    for hidden, layers in ((64, 2),) if smoke else ((64, 2), (512, 4)):
+        cfg = TrainConfig(hidden_size=hidden, layers=layers, progress=False)
+        policy = make_policy(cfg)
+        mb = sum(v.numel() * v.element_size() for v in policy.model.state_dict().values()) / 1e6
+        generator = RayGenerator(policy, cfg)
+        try:
+            generator.load_weights(policy.model)  # warm-up
+            times = []
+            for _ in range(rounds):
+                start = time.perf_counter()
+                generator.load_weights(policy.model)
+                times.append(time.perf_counter() - start)
+        finally:
+            generator.close()
+        out.append((f"hidden {hidden}, {layers} layers", mb, statistics.median(times)))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--campaigns", type=int, default=16)
@@ -149,6 +175,7 @@ def _run(args: argparse.Namespace) -> None:
             rows.append((name, measure(contenders, plan, seeds, args.rounds)))
             for pool in pools.values():
                 pool.close()
+        syncs = weight_sync(args.rounds, args.smoke)
     finally:
         ray.shutdown()
 
@@ -176,6 +203,10 @@ def _run(args: argparse.Namespace) -> None:
         f"{1e3 * overhead:.1f} ms; Ray start {ray_start:.1f} s; workers start "
         f"{worker_start[1]:.1f} s (1), {worker_start[2]:.1f} s (2)"
     )
+    print("\n| weight sync, 1 generation engine | MB (float32) | s (median) | MB/s |")
+    print("| --- | --- | --- | --- |")
+    for name, mb, t in syncs:
+        print(f"| {name} | {mb:.1f} | {t:.3f} | {mb / t:.0f} |")
     costly = rows[0][1]
     speedup = statistics.median(costly["local"]) / statistics.median(costly["Ray, 2 workers"])
     real_ratio = statistics.median(real["local"]) / statistics.median(real["Ray, 2 workers"])
