@@ -220,21 +220,17 @@ def test_weight_sync_after_an_optimiser_step(pair) -> None:
 
 
 @pytest.mark.vllm
-def test_labtwin_train_with_the_vllm_backend(tmp_path) -> None:
-    """A short ``labtwin train --set backend=vllm`` on CPU: GRPO updates happen and each
-    step records generation, simulation and update times. In a process of its own
-    (an in-process vLLM engine per process; the module's engine lives in this one)."""
+def test_labtwin_train_with_the_vllm_backend_raises_the_reward(tmp_path) -> None:
+    """The README's main job with ``--set backend=vllm`` on CPU (the tiny model at hidden
+    size 256: 4 heads of 64, which vLLM's CPU attention accepts): 20 GRPO steps raise the
+    measured reward as the HF path does, and each step records generation, simulation and
+    update times. In a process of its own (an in-process vLLM engine per process; the
+    module's engine lives in this one). About 4 min on 2 idle cores, 8.5 min on busy ones.
+
+    Measured here (2 CPU cores, this configuration): vLLM +0.550 untrained, +0.723 after
+    20 steps; the HF backend on the same model +0.447 and +0.707."""
     pytest.importorskip("vllm")
-    settings = {
-        "backend": "vllm",
-        "hidden_size": 256,  # 4 heads of size 64, which vLLM's CPU attention accepts
-        "steps": 3,
-        "campaigns_per_step": 2,
-        "group_size": 4,
-        "warmstart_steps": 5,
-        "eval_campaigns": 4,
-        "progress": "false",
-    }
+    settings = {"backend": "vllm", "hidden_size": 256, "progress": "false"}
     args = [a for k, v in settings.items() for a in ("--set", f"{k}={v}")]
     run = tmp_path / "run"
     done = subprocess.run(
@@ -249,12 +245,19 @@ def test_labtwin_train_with_the_vllm_backend(tmp_path) -> None:
         ],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=1500,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((run / "summary.json").read_text())
+    before = summary["eval_untrained"]["reward_mean"]
+    after = summary["eval_trained"]["reward_mean"]
+    # the margin of the HF main job's test (tests/agents/test_main_job.py): 32 evaluation
+    # campaigns give a standard error of ~0.04 on each mean, so +0.1 is > 2 of the difference
+    assert after - before >= 0.1, summary
+    assert summary["eval_trained"]["valid_fraction"] >= 0.9, summary
     steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     steps = [s for s in steps if s["phase"] == "train"]
-    assert len(steps) == 3
+    assert len(steps) == 20
     for s in steps:
         assert s["generation_s"] > 0 and s["simulation_s"] > 0 and s["optimisation_s"] >= 0
-    assert any(s["groups_kept"] > 0 and s["optimisation_s"] > 0 for s in steps)
+    assert all(s["groups_kept"] > 0 and s["optimisation_s"] > 0 for s in steps[-5:])
