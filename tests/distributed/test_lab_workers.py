@@ -148,18 +148,22 @@ def test_segfault_and_hang_become_failed_after_one_retry(ray_cluster, tmp_path) 
 
 
 def test_labtwin_run_on_ray_records_what_the_local_run_records(ray_cluster, tmp_path) -> None:
-    """``run_campaigns`` (``labtwin run``) of a structure lab, locally and with
-    ``lab_workers=2`` on the running cluster: the run stores hold equal records."""
+    """A structure lab, locally (``run_campaigns``) and through ``labtwin run --ray auto
+    --lab-workers 2`` on the running cluster: the run stores hold equal records."""
+    from labtwin.cli import app
     from labtwin.runner import run_campaigns
 
-    args = ("LJClusterAnneal-v0", "random", 3, 4)
-    local, _ = run_campaigns(*args, tmp_path / "local", False, budget=2)
-    on_ray, _ = run_campaigns(*args, tmp_path / "ray", False, ray="auto", lab_workers=2, budget=2)
-    assert on_ray == local
+    run_campaigns("LJClusterAnneal-v0", "random", 3, 4, tmp_path / "local", False, budget=2)
+    args = ["run", "LJClusterAnneal-v0", "--campaigns", "3", "--seed", "4", "--budget", "2"]
+    args += ["--out", str(tmp_path / "ray"), "--no-progress", "--ray", "auto", "--lab-workers", "2"]
+    with pytest.raises(SystemExit) as done:
+        app(args)
+    assert not done.value.code
     a, b = load(tmp_path / "local"), load(tmp_path / "ray")
     assert len(a.records) == 6 and all(r.measurement.ok for r in a.records)
     assert [r.to_dict(False) for r in b.records] == [r.to_dict(False) for r in a.records]
     assert b.config["lab_workers"] == 2 and "lab_workers" not in a.config
+    assert ray_cluster.is_initialized()  # the command used the running cluster, left it up
 
 
 def test_a_local_run_never_imports_ray(tmp_path) -> None:
