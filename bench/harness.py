@@ -19,6 +19,7 @@ run, median of ``--rounds`` rounds.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -62,11 +63,13 @@ class TrivialLab(labtwin.Task):
     def __init__(self, budget: int | None = None) -> None:
         super().__init__(budget)
         self.simulate_s = 0.0
+        self.simulating = False
 
     def sample_conditions(self, rng: np.random.Generator) -> dict[str, Any]:
         return {"target_K": float(rng.uniform(300.0, 360.0))}
 
     def simulate(self, experiments, conditions, rngs):
+        self.simulating = True
         start = time.perf_counter()
         out = [
             labtwin.Measurement(
@@ -80,6 +83,7 @@ class TrivialLab(labtwin.Task):
             for e, r in zip(experiments, rngs)
         ]
         self.simulate_s += time.perf_counter() - start
+        self.simulating = False
         return out
 
     def reward(self, measurement, conditions):
@@ -141,8 +145,29 @@ def _timed_lending(owner: Any, name: str, totals: dict[str, float], phase: str) 
     setattr(owner, name, wrapper)
 
 
+class GcClock:
+    """Time in the cyclic garbage collector, and how much of it fell inside ``simulate``.
+
+    Collections are set off by everything allocated so far, most of it by the harness, so
+    the bench counts a collection inside the lab's ``simulate`` as harness time.
+    """
+
+    def __init__(self, task: TrivialLab) -> None:
+        self.task, self.total, self.in_simulate, self._start = task, 0.0, 0.0, 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+            return
+        spent = time.perf_counter() - self._start
+        self.total += spent
+        if self.task.simulating:
+            self.in_simulate += spent
+
+
 def labtwin_round(n_envs: int, steps: int, seed: int, phases: bool) -> dict[str, float]:
-    """One round: seconds per env-step in all, in simulate, and (with ``phases``) per phase."""
+    """One round: seconds per env-step in all, in simulate (less the collector's time
+    there), in the garbage collector, and (with ``phases``) per phase."""
     task = TrivialLab()
     env = VectorLabEnv(task, n_envs)
     totals = dict.fromkeys(PHASES, 0.0)
@@ -153,12 +178,21 @@ def labtwin_round(n_envs: int, steps: int, seed: int, phases: bool) -> dict[str,
     actions = np.random.default_rng(seed).uniform(-1, 1, (steps, n_envs, 3)).astype(np.float32)
     env.reset(seed=seed)
     task.simulate_s = 0.0
-    start = time.perf_counter()
-    for t in range(steps):
-        env.step(actions[t])
-    total = time.perf_counter() - start
+    clock = GcClock(task)
+    gc.callbacks.append(clock)
+    try:
+        start = time.perf_counter()
+        for t in range(steps):
+            env.step(actions[t])
+        total = time.perf_counter() - start
+    finally:
+        gc.callbacks.remove(clock)
     n = steps * n_envs
-    out = {"total": total / n, "simulate": task.simulate_s / n}
+    out = {
+        "total": total / n,
+        "simulate": (task.simulate_s - clock.in_simulate) / n,
+        "gc": clock.total / n,
+    }
     out.update({k: v / n for k, v in totals.items()})
     return out
 
@@ -250,6 +284,7 @@ def run(cfg: Config) -> list[Row]:
         for k in PHASES:
             medians[k] = statistics.median(d[k] for d in phased)
         medians["phased_total"] = statistics.median(d["total"] - d["simulate"] for d in phased)
+        medians["phased_gc"] = statistics.median(d["gc"] for d in phased)
         rows.append(
             Row(
                 n,
@@ -291,16 +326,17 @@ def table(rows: list[Row]) -> list[str]:
 
 def profile_lines(rows: list[Row]) -> list[str]:
     lines = [
-        "| envs | conversion | generators | observation | infos | bookkeeping (rest) | "
-        "outside the simulator |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| envs | conversion | generators | observation | infos | garbage collector | "
+        "bookkeeping (rest) | outside the simulator |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in rows:
         m = row.labtwin
-        rest = m["phased_total"] - sum(m[k] for k in PHASES)
+        rest = m["phased_total"] - sum(m[k] for k in PHASES) - m["phased_gc"]
         lines.append(
             f"| {row.envs:,} | {us(m['conversion'])} | {us(m['generators'])} | "
-            f"{us(m['observation'])} | {us(m['infos'])} | {us(rest)} | {us(m['phased_total'])} |"
+            f"{us(m['observation'])} | {us(m['infos'])} | {us(m['phased_gc'])} | {us(rest)} | "
+            f"{us(m['phased_total'])} |"
         )
     return lines
 
@@ -325,7 +361,8 @@ def markdown(rows: list[Row], cfg: Config, argv: list[str]) -> str:
         f"interleaved in one run, median of {cfg.rounds} rounds of about {cfg.env_steps:,} "
         "env-steps each. labtwin: `VectorLabEnv` over a trivial numeric lab defined in the "
         "bench (three knobs: linear, log-scale, a choice; `simulate` draws one normal per "
-        "experiment), the lab's own `simulate` time subtracted. `SyncVectorEnv`: its step "
+        "experiment), the lab's own `simulate` time subtracted (less any garbage collection "
+        "that ran inside it, which the harness's allocations set off). `SyncVectorEnv`: its step "
         "time less CartPole-v1's own `step` timed alone on one unwrapped env. "
         "`CartPoleVectorEnv` does physics and bookkeeping in one numpy step, so its whole "
         "step is shown. The ratio is the peer's figure over labtwin's (above 1: labtwin "
@@ -334,7 +371,9 @@ def markdown(rows: list[Row], cfg: Config, argv: list[str]) -> str:
         *table(rows),
         "",
         "Where labtwin's time goes (µs per env-step, from rounds with each phase timed; "
-        "bookkeeping is the rest: seeds, campaign records, scores, rewards, autoreset):",
+        "the collector's time is counted apart, wherever it ran, a collection inside the lab's "
+        "`simulate` included; bookkeeping is the rest: seeds, campaign records, scores, "
+        "rewards, autoreset):",
         "",
         *profile_lines(rows),
         "",

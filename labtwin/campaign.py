@@ -40,6 +40,7 @@ import numpy as np
 
 from labtwin.experiment import Analysis, Answer, Invalid, validate_many
 from labtwin.frames import campaign_points, lab_frame
+from labtwin.gcpause import paused_gc
 from labtwin.measurement import Measurement, pool, to_jsonable
 from labtwin.task import Task
 
@@ -171,6 +172,7 @@ class Campaign:
     _indexed: int = field(default=0, init=False, repr=False, compare=False)
     _index: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     _unindexed: bool = field(default=False, init=False, repr=False, compare=False)
+    _asked: tuple = field(default=(None, None), init=False, repr=False, compare=False)
 
     @property
     def experiments(self) -> int:
@@ -215,16 +217,19 @@ class Campaign:
         history = self.history
         if len(history) < self._indexed:  # history was replaced: index it again
             self._indexed, self._index, self._unindexed = 0, {}, False
+        asked, asked_key = self._asked
         for record in history[self._indexed :]:
             m = record.measurement
             if record.kind == "experiment" and m.ok:
-                key = _experiment_key(m.experiment)
+                # the experiment is mostly the one asked about last (its key is known)
+                key = asked_key if m.experiment is asked else _experiment_key(m.experiment)
                 if key is None:
                     self._unindexed = True
                 else:
                     self._index.setdefault(key, []).append(m)
         self._indexed = len(history)
         key = _experiment_key(experiment)
+        self._asked = (experiment, key)
         if key is None or self._unindexed:
             return [m for m in self.measurements() if m.ok and m.experiment == experiment]
         return list(self._index.get(key, ()))
@@ -439,13 +444,15 @@ class CampaignBatch:
         if len(set(slots)) != len(slots):
             raise ValueError("a slot may take only one proposal per step")
         campaigns = [self._live(slot) for slot in slots]
-        seeds = [
-            None if isinstance(p, Analysis) else c.next_seed() for c, p in zip(campaigns, proposals)
-        ]
-        experiments = [
-            k for k, p in enumerate(proposals) if not isinstance(p, (Analysis, Answer, Invalid))
-        ]
-        measured = dict(
+        with paused_gc():
+            seeds = [
+                None if isinstance(p, Analysis) else c.next_seed()
+                for c, p in zip(campaigns, proposals)
+            ]
+            experiments = [
+                k for k, p in enumerate(proposals) if not isinstance(p, (Analysis, Answer, Invalid))
+            ]
+        measured = dict(  # the lab's call, with the collector on (Task.run pauses it itself)
             zip(
                 experiments,
                 self.task.run(
@@ -455,19 +462,20 @@ class CampaignBatch:
                 ),
             )
         )
-        vectors = self._vectors(measured)
-        records = []
-        for k, (campaign, proposal) in enumerate(zip(campaigns, proposals)):
-            if k in measured:
-                record = self._experiment(campaign, proposal, measured[k], vectors.get(k))
-            elif isinstance(proposal, Answer):
-                record = self._answer(campaign, proposal, seeds[k])
-            elif isinstance(proposal, Analysis):
-                record = self._analysis_call(campaign, proposal)
-            else:
-                record = self._invalid_call(campaign, proposal, seeds[k])
-            self._append(campaign, record)
-            records.append(record)
+        with paused_gc():
+            vectors = self._vectors(measured)
+            records = []
+            for k, (campaign, proposal) in enumerate(zip(campaigns, proposals)):
+                if k in measured:
+                    record = self._experiment(campaign, proposal, measured[k], vectors.get(k))
+                elif isinstance(proposal, Answer):
+                    record = self._answer(campaign, proposal, seeds[k])
+                elif isinstance(proposal, Analysis):
+                    record = self._analysis_call(campaign, proposal)
+                else:
+                    record = self._invalid_call(campaign, proposal, seeds[k])
+                self._append(campaign, record)
+                records.append(record)
         self._confirm(campaigns, records)
         if self.recorder is not None:
             for record in records:
@@ -596,7 +604,8 @@ class CampaignBatch:
 
     def observations(self) -> np.ndarray:
         """Every slot's :meth:`observation`, stacked ``(num_slots, 1 + budget, width)``."""
-        self._show(range(self.num_slots))
+        with paused_gc():
+            self._show(range(self.num_slots))
         return self._obs.copy()
 
     def _show(self, slots: Sequence[int] | range) -> None:

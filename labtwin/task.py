@@ -47,6 +47,7 @@ from labtwin.experiment import (
     text_action_space,
     tool_schema,
 )
+from labtwin.gcpause import paused_gc
 from labtwin.measurement import Measurement, ObservableSpec
 from labtwin.seeding import experiment_generators
 
@@ -64,6 +65,11 @@ def package_versions(*names: str) -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[name] = "unknown"
     return out
+
+
+@cache
+def _declared(observables: tuple[ObservableSpec, ...]) -> frozenset[str]:
+    return frozenset(spec.name for spec in observables)
 
 
 @dataclass
@@ -318,12 +324,15 @@ class Task:
         """
         if not len(proposals) == len(conditions) == len(seeds):
             raise ValueError("proposals, conditions and seeds must have equal lengths")
-        parsed = self.parse_batch(list(proposals))
-        valid = [i for i, p in enumerate(parsed) if not isinstance(p, Invalid)]
-        results: list[Measurement | None] = [None] * len(proposals)
-        for i, p in enumerate(parsed):
-            if isinstance(p, Invalid):
-                results[i] = Measurement.invalid(p.reason, p.raw, task=self.id, seed=int(seeds[i]))
+        with paused_gc():  # the harness's part; the lab's simulate runs with the collector on
+            parsed = self.parse_batch(list(proposals))
+            valid = [i for i, p in enumerate(parsed) if not isinstance(p, Invalid)]
+            results: list[Measurement | None] = [None] * len(proposals)
+            for i, p in enumerate(parsed):
+                if isinstance(p, Invalid):
+                    results[i] = Measurement.invalid(
+                        p.reason, p.raw, task=self.id, seed=int(seeds[i])
+                    )
         if valid:
             experiments = [parsed[i] for i in valid]
             with self.experiment_rngs([seeds[i] for i in valid]) as rngs:
@@ -339,9 +348,10 @@ class Task:
                     f"{type(self).__name__}.simulate returned {len(measured)} "
                     f"measurements for {len(valid)} experiments"
                 )
-            dumped = self._dump(experiments)
-            for i, m, d in zip(valid, measured, dumped):
-                results[i] = self._finish(m, parsed[i], int(seeds[i]), d)
+            with paused_gc():
+                dumped = self._dump(experiments)
+                for i, m, d in zip(valid, measured, dumped):
+                    results[i] = self._finish(m, parsed[i], int(seeds[i]), d)
         return results  # type: ignore[return-value]
 
     def _dump(self, experiments: list[Experiment]) -> list[dict[str, Any]]:
@@ -378,8 +388,8 @@ class Task:
 
     def _check_declared(self, m: Measurement) -> None:
         """An ``ok`` measurement holds exactly the declared observables (a lab bug otherwise)."""
-        declared = {spec.name for spec in self.observables}
-        if set(m.observables) != declared:
+        declared = _declared(tuple(self.observables))
+        if m.observables.keys() != declared:
             extra = sorted(set(m.observables) - declared)
             missing = sorted(declared - set(m.observables))
             raise RuntimeError(

@@ -27,6 +27,7 @@ from gymnasium.vector.utils import batch_space
 
 from labtwin.campaign import Campaign, CampaignBatch, RewardMode, observation_space
 from labtwin.env import ActionView, action_space, check_render_mode, reset_info, step_info
+from labtwin.gcpause import paused_gc
 from labtwin.task import Task
 
 AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
@@ -122,9 +123,10 @@ class VectorLabEnv(VectorEnv):
         live = np.flatnonzero(~self._needs_reset).tolist()
         records = self.batch.step(live, [proposals[i] for i in live])
         campaigns = self.campaigns
-        rewards[live] = [record.reward for record in records]
-        terminated[live] = [campaigns[i].done for i in live]
-        infos = self._step_infos(resetting, started, live, records)
+        with paused_gc():
+            rewards[live] = [record.reward for record in records]
+            terminated[live] = [campaigns[i].done for i in live]
+            infos = self._step_infos(resetting, started, live, records)
         obs = self._observations()
         ended = np.flatnonzero(terminated | truncated).tolist()
         if self.autoreset_mode == AutoresetMode.SAME_STEP and ended:

@@ -9,6 +9,7 @@ infos against Gymnasium's own ``VectorEnv._add_info``. All comparisons are exact
 
 from __future__ import annotations
 
+import gc
 import math
 import pickle
 from typing import Any, Literal
@@ -23,6 +24,7 @@ import labtwin
 from labtwin.campaign import CampaignBatch, observation
 from labtwin.env import reset_info, step_info
 from labtwin.experiment import Analysis, Answer, Invalid, NumericView
+from labtwin.gcpause import paused_gc
 from labtwin.seeding import experiment_generators, pcg64_states
 from labtwin.testing import hostile_strategy
 from labtwin.vector import VectorLabEnv, vector_infos
@@ -297,3 +299,35 @@ def test_infos_match_gymnasium_add_info(mode: str) -> None:
     for i, info in entries:
         theirs = env._add_info(theirs, info, i)
     _same_infos(ours, theirs)
+
+
+def test_collector_paused_for_the_harness_only() -> None:
+    """The harness defers the garbage collector over its own work, never over simulate,
+    and leaves it as it found it (also after an error, and when it was off)."""
+    seen = []
+
+    class Watched(PlainLab):
+        def simulate(self, experiments, conditions, rngs):
+            seen.append(gc.isenabled())
+            return super().simulate(experiments, conditions, rngs)
+
+    env = VectorLabEnv(Watched(), 3)
+    env.reset(seed=0)
+    for _ in range(5):
+        env.step(np.zeros((3, 4)))
+    assert seen and all(seen) and gc.isenabled()
+    with pytest.raises(ZeroDivisionError):
+        with paused_gc():
+            assert not gc.isenabled()
+            with paused_gc():
+                pass
+            assert not gc.isenabled()  # the inner block did not turn it back on
+            raise ZeroDivisionError("inside the block")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with paused_gc():
+            pass
+        assert not gc.isenabled()  # off before, off after
+    finally:
+        gc.enable()
