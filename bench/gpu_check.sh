@@ -16,7 +16,7 @@ PY
 python -m pytest tests/simulators/test_md_gpu.py -m gpu -q -p no:cacheprovider
 python -m pytest tests/simulators/test_md_lj_warp.py tests/simulators/test_md_openmm.py -q -p no:cacheprovider
 
-python bench/md_lj.py --device cuda --systems 1024 --atoms 256 --steps 1000 \
-    --ase-systems 1 --openmm-systems 8 --openmm-platform CUDA
-python bench/md_lj.py --device cuda --systems 256 --atoms 512 --steps 1000 \
-    --ase-systems 1 --openmm-systems 8 --openmm-platform CPU
+python bench/md_lj.py --device cuda --workloads 1024x256 --steps 1000 \
+    --looped-systems 8 --openmm-platform CUDA
+python bench/md_lj.py --device cuda --workloads 256x512 --steps 1000 \
+    --looped-systems 8 --openmm-platform CPU

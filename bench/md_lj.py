@@ -1,74 +1,224 @@
-"""Batched LJ molecular dynamics: labtwin's Warp engine vs ASE and OpenMM, side by side.
+"""LJ molecular dynamics on CPU: labtwin's batched Warp engine vs LAMMPS, OpenMM, TorchSim
+and ASE, side by side in one run.
 
-Many small periodic LJ fluid boxes (reduced units, rho* = 0.8, truncated at 2.5 sigma), plain
-NVE velocity Verlet in all three engines:
+Periodic LJ fluid boxes in reduced units (rho* = 0.8, T* = 1 from a jittered lattice,
+truncated at 2.5 sigma or half the box edge, dt = 0.005 tau, neighbour skin 0.3 sigma), plain
+NVE velocity Verlet in every engine, on three workloads: many boxes of 256 atoms, fewer of
+2,048 and very many of 64.
 
-- labtwin ``WarpLJ``: all systems in one batch, one kernel launch per stage per step;
-- ASE ``LennardJones`` calculator + ``VelocityVerlet``, looped over systems;
-- OpenMM (CPU platform by default), one Context per system, looped over systems.
+- labtwin ``WarpLJ``: all systems of the workload in one batch (float32, one core: Warp's CPU
+  launches are serial);
+- LAMMPS ``pair_style lj/cut``, one box per LAMMPS instance, 1 thread (float64);
+- OpenMM CPU platform, one Context per system, at 1 and at 2 threads (``Threads``; single
+  precision forces);
+- TorchSim ``LennardJonesModel`` + ``nve``, a batch of systems (float32, 1 torch thread);
+- ASE ``LennardJones`` + ``VelocityVerlet``, one system at a time (float64).
 
-The looped engines cost the same per atom-step whichever system they run, so they are timed
-on a subset of the systems (``--ase-systems``, ``--openmm-systems``) and reported as atom-steps
-per second, like the batch. Prints one table with the ratios.
+The peers that loop over systems cost the same per atom-step whichever system they run, so
+they are timed on the first few systems (``--looped-systems``; TorchSim and ASE, much slower,
+on ``--slow-systems`` for ``--slow-steps``). Every figure is atom-steps per second, the median
+of ``--rounds`` timed rounds after a warm-up; the ratio is labtwin's figure over the peer's.
 
-    python bench/md_lj.py --smoke                     # seconds, CI
-    python bench/md_lj.py                             # CPU-sized default
-    python bench/md_lj.py --device cuda --systems 1024 --atoms 512 --steps 1000
+    python bench/md_lj.py --smoke                 # seconds
+    python bench/md_lj.py                         # 64 x 256, 16 x 2048, 1024 x 64 on CPU
+    python bench/md_lj.py --device cuda --workloads 1024x256 --steps 1000 --openmm-platform CUDA
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
+import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
-from rich.console import Console
-from rich.table import Table
 
-from labtwin.simulators.md.build import lj_fluid
-from labtwin.simulators.md.lj_warp import WarpLJ, default_device
-from labtwin.simulators.md.openmm_engine import OpenMMLJ
-from labtwin.simulators.md.state import MDState
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _peers import PeerMissing, load_ase, load_lammps, load_openmm, load_torch_sim  # noqa: E402
+from _report import add_markdown_option, write_section  # noqa: E402
+
+from labtwin.simulators.md.build import lj_fluid  # noqa: E402
+from labtwin.simulators.md.lj_warp import DEFAULT_SKIN, WarpLJ, default_device  # noqa: E402
+from labtwin.simulators.md.state import MDState  # noqa: E402
+
+DENSITY = 0.8
+TEMPERATURE = 1.0
+CUTOFF = 2.5
+DT = 0.005
 
 
 @dataclass
-class Config:
-    systems: int = 64  # number of independent LJ boxes
-    atoms: int = 256  # atoms per box
-    steps: int = 200  # MD steps timed
-    density: float = 0.8  # reduced density rho*
-    temperature: float = 1.0  # initial T*
-    cutoff: float = 2.5  # sigma (capped at half the box edge)
-    dt: float = 0.005  # tau
-    device: str | None = None  # Warp device (default: cuda if present, else cpu)
-    ase_systems: int = 2  # systems timed with ASE (0 skips ASE)
-    openmm_systems: int = 4  # systems timed with OpenMM (0 skips OpenMM)
-    openmm_platform: str = "CPU"
+class Row:
+    workload: str
+    engine: str
+    systems: int  # systems timed
+    threads: str
+    precision: str
+    rates: list[float] = field(default_factory=list)  # atom-steps/s per round
+    missing: str | None = None
+
+    @property
+    def rate(self) -> float:
+        return statistics.median(self.rates) if self.rates else float("nan")
 
 
-def bench_warp(state: MDState, cfg: Config, cutoff: float) -> tuple[float, str]:
-    engine = WarpLJ(state, cutoff=cutoff, device=cfg.device)
-    engine.set_thermostat(cfg.temperature, 0.0, cfg.dt, seed=0)
-    engine.advance(10, cfg.dt)  # compile, allocate, record/capture
-    engine.wp.synchronize_device(engine.device)
-    start = time.perf_counter()
-    engine.advance(cfg.steps, cfg.dt)
-    engine.wp.synchronize_device(engine.device)
-    elapsed = time.perf_counter() - start
-    return state.n_atoms * cfg.steps / elapsed, engine.device
+def _rounds(run: Callable[[], float], rounds: int) -> list[float]:
+    """Median-ready list of atom-steps/s: ``run`` returns the seconds one round took."""
+    return [run() for _ in range(rounds)]
 
 
-def bench_ase(state: MDState, cfg: Config, cutoff: float) -> float:
+# ---------------------------------------------------------------------- contenders
+def bench_labtwin(state: MDState, cutoff: float, args: argparse.Namespace) -> tuple[list, str]:
+    engine = WarpLJ(state, cutoff=cutoff, skin=DEFAULT_SKIN, device=args.device)
+    engine.set_thermostat(TEMPERATURE, 0.0, DT, seed=0)
+    engine.advance(20, DT)  # compile or load kernels, record launches / capture the graph
+    wp = engine.wp
+    wp.synchronize_device(engine.device)
+
+    def one() -> float:
+        start = time.perf_counter()
+        engine.advance(args.steps, DT)
+        wp.synchronize_device(engine.device)
+        return time.perf_counter() - start
+
+    seconds = _rounds(one, args.rounds)
+    return [state.n_atoms * args.steps / s for s in seconds], engine.device
+
+
+def bench_lammps(systems: list[MDState], cutoff: float, args: argparse.Namespace) -> list:
+    lammps = load_lammps()
+    boxes = []
+    for system in systems:
+        lmp = lammps.lammps(cmdargs=["-nocite", "-log", "none", "-screen", "none"])
+        edge = [float(x) for x in system.box[0]]
+        lmp.commands_string(
+            f"""
+            units lj
+            atom_style atomic
+            boundary p p p
+            region box block 0 {edge[0]} 0 {edge[1]} 0 {edge[2]}
+            create_box 1 box
+            mass 1 1.0
+            """
+        )
+        n = system.n_atoms
+        x = np.mod(system.positions.astype(np.float64), system.box[0]).ravel().tolist()
+        v = system.velocities.astype(np.float64).ravel().tolist()
+        lmp.create_atoms(n, list(range(1, n + 1)), [1] * n, x, v)
+        lmp.commands_string(
+            f"""
+            pair_style lj/cut {cutoff}
+            pair_coeff 1 1 1.0 1.0 {cutoff}
+            neighbor {DEFAULT_SKIN} bin
+            neigh_modify every 1 delay 0 check yes
+            fix 1 all nve
+            timestep {DT}
+            run 20
+            """
+        )
+        boxes.append(lmp)
+
+    def one() -> float:
+        elapsed = 0.0
+        for lmp in boxes:
+            start = time.perf_counter()
+            lmp.command(f"run {args.steps} pre no post no")
+            elapsed += time.perf_counter() - start
+        return elapsed
+
+    atom_steps = sum(s.n_atoms for s in systems) * args.steps
+    rates = [atom_steps / s for s in _rounds(one, args.rounds)]
+    for lmp in boxes:
+        lmp.close()
+    return rates
+
+
+def bench_openmm(
+    systems: list[MDState], cutoff: float, threads: int, args: argparse.Namespace
+) -> list:
+    mm = load_openmm()
+    from labtwin.simulators.md.openmm_engine import ARGON, lj_system
+
+    u = ARGON
+    platform = mm.Platform.getPlatformByName(args.openmm_platform)
+    properties = {"Threads": str(threads)} if args.openmm_platform == "CPU" else {}
+    contexts = []
+    for system in systems:
+        omm_system = lj_system(system.n_atoms, system.box[0], cutoff, u)
+        integrator = mm.VerletIntegrator(DT * u.time_ps)
+        context = mm.Context(omm_system, integrator, platform, properties)
+        context.setPositions(system.positions.astype(np.float64) * u.sigma_nm)
+        context.setVelocities(system.velocities.astype(np.float64) * (u.sigma_nm / u.time_ps))
+        integrator.step(20)
+        contexts.append((context, integrator))
+
+    def one() -> float:
+        elapsed = 0.0
+        for context, integrator in contexts:
+            start = time.perf_counter()
+            integrator.step(args.steps)
+            context.getState(getEnergy=True)  # waits for the steps (GPU platforms)
+            elapsed += time.perf_counter() - start
+        return elapsed
+
+    atom_steps = sum(s.n_atoms for s in systems) * args.steps
+    return [atom_steps / s for s in _rounds(one, args.rounds)]
+
+
+def bench_torch_sim(state: MDState, cutoff: float, args: argparse.Namespace) -> list:
+    load_torch_sim()
+    import torch
+    import torch_sim as ts
+    from torch_sim.integrators.nve import nve
+    from torch_sim.models.lennard_jones import LennardJonesModel
+
+    torch.set_num_threads(1)
+    device = torch.device("cuda" if args.device == "cuda" else "cpu")
+    dtype = torch.float32
+    cell = torch.diag_embed(torch.as_tensor(state.box, dtype=dtype)).to(device)
+    sim_state = ts.SimState(
+        positions=torch.as_tensor(state.positions, dtype=dtype, device=device),
+        masses=torch.as_tensor(state.masses, dtype=dtype, device=device),
+        cell=cell,
+        pbc=True,
+        atomic_numbers=torch.full((state.n_atoms,), 18, dtype=torch.int64, device=device),
+        system_idx=torch.as_tensor(state.system_idx, dtype=torch.int64, device=device),
+    )
+    model = LennardJonesModel(
+        sigma=1.0, epsilon=1.0, cutoff=cutoff, device=device, dtype=dtype, use_neighbor_list=True
+    )
+    dt = torch.tensor(DT, dtype=dtype, device=device)
+    kt = torch.tensor(TEMPERATURE, dtype=dtype, device=device)
+    init, update = nve(model, dt=dt, kT=kt, seed=0)
+    md_state = init(sim_state)
+    md_state = update(md_state)
+
+    def one() -> float:
+        nonlocal md_state
+        start = time.perf_counter()
+        for _ in range(args.slow_steps):
+            md_state = update(md_state)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    return [state.n_atoms * args.slow_steps / s for s in _rounds(one, args.rounds)]
+
+
+def bench_ase(systems: list[MDState], cutoff: float, args: argparse.Namespace) -> list:
+    load_ase()
     from ase import Atoms
     from ase.calculators.lj import LennardJones
     from ase.md.verlet import VelocityVerlet
 
-    # ASE units: Angstrom, eV, amu; with sigma = 1 A, epsilon = 1 eV, m = 1 amu the reduced
-    # time unit is ASE's internal time unit, so dt maps directly.
-    atom_steps, elapsed = 0, 0.0
-    for k in range(cfg.ase_systems):
-        system = state.select(k)
+    # ASE units: Angstrom, eV, amu; with sigma = 1 A, epsilon = 1 eV and m = 1 amu the
+    # reduced time unit is ASE's internal time unit, so dt maps directly.
+    runs = []
+    for system in systems:
         atoms = Atoms(
             "Ar" * system.n_atoms,
             positions=system.positions.astype(np.float64),
@@ -78,83 +228,199 @@ def bench_ase(state: MDState, cfg: Config, cutoff: float) -> float:
         atoms.set_masses(np.ones(system.n_atoms))
         atoms.set_velocities(system.velocities.astype(np.float64))
         atoms.calc = LennardJones(sigma=1.0, epsilon=1.0, rc=cutoff, smooth=False)
-        dynamics = VelocityVerlet(atoms, timestep=cfg.dt)
+        dynamics = VelocityVerlet(atoms, timestep=DT)
         dynamics.run(2)  # neighbour list set-up
-        start = time.perf_counter()
-        dynamics.run(cfg.steps)
-        elapsed += time.perf_counter() - start
-        atom_steps += system.n_atoms * cfg.steps
-    return atom_steps / elapsed
+        runs.append(dynamics)
+
+    def one() -> float:
+        elapsed = 0.0
+        for dynamics in runs:
+            start = time.perf_counter()
+            dynamics.run(args.slow_steps)
+            elapsed += time.perf_counter() - start
+        return elapsed
+
+    atom_steps = sum(s.n_atoms for s in systems) * args.slow_steps
+    return [atom_steps / s for s in _rounds(one, args.rounds)]
 
 
-def bench_openmm(state: MDState, cfg: Config, cutoff: float) -> float:
-    subset = state.select(list(range(cfg.openmm_systems)))
-    engine = OpenMMLJ(cutoff=cutoff, platform=cfg.openmm_platform)
-    engine.run(subset, 2, dt=cfg.dt, friction=0.0, context_per_system=True)  # build contexts
-    start = time.perf_counter()
-    engine.run(subset, cfg.steps, dt=cfg.dt, friction=0.0, context_per_system=True)
-    elapsed = time.perf_counter() - start
-    return subset.n_atoms * cfg.steps / elapsed
+# ---------------------------------------------------------------------- driver
+def run_workload(n_systems: int, n_atoms: int, args: argparse.Namespace) -> list[Row]:
+    name = f"{n_systems} x {n_atoms}"
+    state = lj_fluid(n_atoms, DENSITY, TEMPERATURE, n_systems=n_systems, seed=0)
+    edge = float(state.box[0].min())
+    cutoff = min(CUTOFF, edge / 2)
+    looped = [state.select(k) for k in range(min(args.looped_systems, n_systems))]
+    slow = min(args.slow_systems, n_systems)
+    print(
+        f"\n{name}: box {edge:.2f} sigma, cutoff {cutoff:.2f} sigma; looped peers on "
+        f"{len(looped)} systems, TorchSim and ASE on {slow} for {args.slow_steps} steps"
+    )
+    rates, device = bench_labtwin(state, cutoff, args)
+    rows = [Row(name, f"labtwin WarpLJ ({device}), batched", n_systems, "1", "float32", rates)]
+    omm = args.openmm_platform
+    peers: list[tuple[str, int, str, str, Callable[[], list]]] = [
+        (
+            "LAMMPS lj/cut, a box each",
+            len(looped),
+            "1",
+            "float64",
+            lambda: bench_lammps(looped, cutoff, args),
+        ),
+    ]
+    for threads in (1, 2) if omm == "CPU" else (0,):
+        peers.append(
+            (
+                f"OpenMM {omm}, a Context each",
+                len(looped),
+                str(threads) if threads else "-",
+                "single (forces)",
+                lambda t=threads: bench_openmm(looped, cutoff, t, args),
+            )
+        )
+    peers += [
+        (
+            "TorchSim LennardJonesModel + nve, batched",
+            slow,
+            "1",
+            "float32",
+            lambda: bench_torch_sim(state.select(list(range(slow))), cutoff, args),
+        ),
+        (
+            "ASE LennardJones + VelocityVerlet, a box each",
+            slow,
+            "1",
+            "float64",
+            lambda: bench_ase(looped[:slow] or [state.select(0)], cutoff, args),
+        ),
+    ]
+    for engine, timed, threads, precision, run in peers:
+        if engine.split()[0].lower() not in args.peers:
+            continue
+        row = Row(name, engine, timed, threads, precision)
+        try:
+            row.rates = run()
+        except PeerMissing as missing:
+            row.missing = str(missing)
+            print(f"  {engine}: skipped, {missing}")
+        rows.append(row)
+    for row in rows:
+        print(f"  {row.engine:48s} {row.rate:14,.0f} atom-steps/s")
+    return rows
+
+
+def table(rows: list[Row]) -> str:
+    lines = [
+        "| workload | engine | systems timed | threads | precision | atom-steps/s "
+        "| labtwin / engine |",
+        "| --- | --- | ---: | ---: | --- | ---: | ---: |",
+    ]
+    ours = {r.workload: r.rate for r in rows if r.engine.startswith("labtwin")}
+    for r in rows:
+        if r.missing:
+            lines.append(f"| {r.workload} | {r.engine} | - | - | - | missing | - |")
+            continue
+        ratio = ours[r.workload] / r.rate
+        lines.append(
+            f"| {r.workload} | {r.engine} | {r.systems} | {r.threads} | {r.precision} "
+            f"| {r.rate:,.0f} | {ratio:.2f}x |"
+        )
+    return "\n".join(lines)
+
+
+def reading(rows: list[Row]) -> str:
+    parts = []
+    for workload in dict.fromkeys(r.workload for r in rows):
+        mine = [r for r in rows if r.workload == workload]
+        ours = mine[0].rate
+        ratios = [
+            f"{ours / r.rate:.2f}x {r.engine.split(',')[0]}"
+            + (
+                f" ({r.threads} thread{'s' if r.threads != '1' else ''})"
+                if "OpenMM" in r.engine
+                else ""
+            )
+            for r in mine[1:]
+            if not r.missing
+        ]
+        parts.append(f"{workload}: labtwin {ours / 1e6:.2f}M atom-steps/s, " + ", ".join(ratios))
+    return (
+        "Reading. "
+        + "; ".join(parts)
+        + ". labtwin runs on one core (half neighbour lists with Newton's third law, serial "
+        "Warp launches); LAMMPS is the single-thread reference per atom; OpenMM at 2 threads "
+        "uses both cores of a 2-core machine. Figures on a shared machine move with its load "
+        "(stated above); ratios within one run are the comparison."
+    )
+
+
+def parse_workloads(text: str) -> list[tuple[int, int]]:
+    out = []
+    for item in text.split(","):
+        systems, atoms = item.lower().split("x")
+        out.append((int(systems), int(atoms)))
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    defaults = Config()
-    for name, value in vars(defaults).items():
-        flag = "--" + name.replace("_", "-")
-        kind = type(value) if value is not None else str
-        parser.add_argument(flag, type=kind, default=value)
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes, runs in seconds")
-    args = parser.parse_args(argv)
-    smoke = args.__dict__.pop("smoke")
-    cfg = Config(**vars(args))
-    if smoke:
-        cfg.systems, cfg.atoms, cfg.steps = 8, 108, 20
-        cfg.ase_systems, cfg.openmm_systems = 1, 2
-    cfg.ase_systems = min(cfg.ase_systems, cfg.systems)
-    cfg.openmm_systems = min(cfg.openmm_systems, cfg.systems)
-    cfg.device = cfg.device or default_device()
-
-    state = lj_fluid(cfg.atoms, cfg.density, cfg.temperature, n_systems=cfg.systems, seed=0)
-    box = float(state.box[0, 0])
-    cutoff = min(cfg.cutoff, box / 2)
-    console = Console()
-    console.print(
-        f"{cfg.systems} systems x {cfg.atoms} atoms, rho*={cfg.density}, box {box:.2f} sigma, "
-        f"cutoff {cutoff:.2f} sigma, {cfg.steps} NVE steps of dt={cfg.dt}"
+    parser.add_argument(
+        "--workloads",
+        default="64x256,16x2048,1024x64",
+        help="comma-separated SYSTEMSxATOMS (atoms per box)",
     )
-
-    rows: list[tuple[str, str, int, float]] = []
-    rate, device = bench_warp(state, cfg, cutoff)
-    rows.append((f"labtwin WarpLJ (batched, {device})", "all", cfg.systems, rate))
-    if cfg.ase_systems:
-        rows.append(
-            (
-                "ASE LennardJones + VelocityVerlet (loop)",
-                "cpu",
-                cfg.ase_systems,
-                bench_ase(state, cfg, cutoff),
-            )
-        )
-    if cfg.openmm_systems:
-        rows.append(
-            (
-                f"OpenMM {cfg.openmm_platform}, one Context per system (loop)",
-                cfg.openmm_platform.lower(),
-                cfg.openmm_systems,
-                bench_openmm(state, cfg, cutoff),
-            )
-        )
-
-    table = Table(title="Batched LJ MD throughput (higher is better)")
-    table.add_column("engine")
-    table.add_column("systems timed", justify="right")
-    table.add_column("atom-steps / s", justify="right")
-    table.add_column("labtwin speed-up", justify="right")
-    warp_rate = rows[0][3]
-    for name, _, n_timed, r in rows:
-        table.add_row(name, str(n_timed), f"{r:,.0f}", f"{warp_rate / r:.2f}x")
-    console.print(table)
+    parser.add_argument("--steps", type=int, default=200, help="NVE steps per timed round")
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds (median reported)")
+    parser.add_argument("--looped-systems", type=int, default=4, help="systems LAMMPS/OpenMM run")
+    parser.add_argument("--slow-systems", type=int, default=1, help="systems TorchSim/ASE run")
+    parser.add_argument("--slow-steps", type=int, default=20, help="steps a TorchSim/ASE round")
+    parser.add_argument(
+        "--peers",
+        default="lammps,openmm,torchsim,ase",
+        help="comma-separated peers to run (lammps, openmm, torchsim, ase)",
+    )
+    parser.add_argument("--device", default=None, help="Warp device (default: cuda if present)")
+    parser.add_argument("--openmm-platform", default="CPU", help="CPU (1 and 2 threads) or CUDA")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, runs in seconds")
+    add_markdown_option(parser)
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.workloads, args.steps, args.slow_steps = "4x108,64x32", 20, 3
+        args.looped_systems, args.slow_systems = 2, 1
+    args.peers = [p.strip().lower() for p in args.peers.split(",")]
+    args.device = args.device or default_device()
+    load = os.getloadavg()
+    print(
+        f"LJ NVE, rho* = {DENSITY}, T* = {TEMPERATURE}, dt = {DT}, skin {DEFAULT_SKIN}, "
+        f"{args.steps} steps a round ({args.slow_steps} for TorchSim and ASE), "
+        f"{args.rounds} rounds; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
+        f"on {os.cpu_count()} cores"
+    )
+    rows: list[Row] = []
+    for n_systems, n_atoms in parse_workloads(args.workloads):
+        rows += run_workload(n_systems, n_atoms, args)
+    after = os.getloadavg()
+    text = table(rows)
+    print()
+    print(text)
+    about = (
+        f"Periodic LJ fluid boxes (rho* = {DENSITY}, T* = {TEMPERATURE}, cutoff "
+        f"{CUTOFF} sigma or half the box edge, truncated, skin {DEFAULT_SKIN}, dt = {DT}), NVE "
+        "velocity Verlet in every engine, side by side in one run. labtwin runs every system of "
+        "a workload in one batch on one core; LAMMPS (1 thread) and OpenMM (CPU platform, 1 "
+        "and 2 threads) run one box per instance/Context on the first systems, TorchSim "
+        "(batched, 1 torch thread) and ASE on fewer systems and steps. Atom-steps per second, "
+        f"median of {args.rounds} timed rounds after a warm-up; the ratio is labtwin over the "
+        f"engine. Load average {load[0]:.2f} before and {after[0]:.2f} after, "
+        f"{os.cpu_count()} cores."
+    )
+    print()
+    print(reading(rows))
+    write_section(
+        args.markdown,
+        "LJ molecular dynamics on CPU: labtwin vs LAMMPS, OpenMM, TorchSim and ASE",
+        f"{about}\n\n{text}\n\n{reading(rows)}",
+    )
 
 
 if __name__ == "__main__":

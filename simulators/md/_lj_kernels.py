@@ -75,13 +75,15 @@ def make_kernels(scalar: type) -> SimpleNamespace:
     @wp.func
     def image_range(d: scalar, length: scalar, inv_length: scalar, reach: scalar) -> wp.vec2i:
         # images n (d - n L) of a coordinate difference d within reach (< L) of 0: the
-        # nearest, and the next one where that is within reach too
-        n0 = int(wp.round(d * inv_length))
+        # nearest, and the next one where that is within reach too. Home-box positions give
+        # |d| < L, so n is in {-1, 0, 1}; the clamp keeps blown-up (huge or NaN) positions
+        # from making image codes outside the table
+        n0 = wp.clamp(int(wp.round(d * inv_length)), -1, 1)
         delta = d - scalar(n0) * length
         if length - wp.abs(delta) < reach:
             if delta > scalar(0.0):
-                return wp.vec2i(n0, n0 + 1)
-            return wp.vec2i(n0 - 1, n0)
+                return wp.vec2i(n0, wp.min(n0 + 1, 1))
+            return wp.vec2i(wp.max(n0 - 1, -1), n0)
         return wp.vec2i(n0, n0)
 
     @wp.kernel(enable_backward=False, module=module)
@@ -281,9 +283,7 @@ def make_kernels(scalar: type) -> SimpleNamespace:
                                         scalar(mx) * b[0], scalar(my) * b[1], scalar(mz) * b[2]
                                     )
                                     if wp.dot(e, e) < r2max:
-                                        nbr[i, wp.min(n, last)] = (j << 5) | image_code(
-                                            mx, my, mz
-                                        )
+                                        nbr[i, wp.min(n, last)] = (j << 5) | image_code(mx, my, mz)
                                         n += 1
         else:
             # cells at least half the list radius wide: the 5 x 5 x 5 cells around i's,
@@ -320,9 +320,7 @@ def make_kernels(scalar: type) -> SimpleNamespace:
                             p_end = cell_start[column + hi] + cell_count[column + hi]
                             if half != 0 and column + lo == own and iz == 0:
                                 p_first = cell_start[own] + atom_slot[i] + 1
-                            shift = vec3(
-                                scalar(ix) * b[0], scalar(iy) * b[1], scalar(iz) * b[2]
-                            )
+                            shift = vec3(scalar(ix) * b[0], scalar(iy) * b[1], scalar(iz) * b[2])
                             code = image_code(ix, iy, iz)
                             xs = xi - shift
                             for p in range(p_first, p_end):

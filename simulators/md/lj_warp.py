@@ -22,6 +22,7 @@ Warp is imported lazily inside functions; importing this module does not initial
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -151,6 +152,7 @@ class WarpLJ:
         cells_per_system = n_cells.prod(axis=1)
 
         self.periodic_host = periodic
+        self._box_host = host.box.astype(self.dtype)
         self.counts = counts
         self.volume = np.where(periodic, box.prod(axis=1), np.nan)
         density = np.where(periodic, counts / np.where(periodic, box.prod(axis=1), 1.0), 0.0)
@@ -223,6 +225,7 @@ class WarpLJ:
         self._recorded: tuple[float, list[Any]] | None = None
         self._recording: list[Any] | None = None
         self._saved: list[Any] | None = None  # a chunk's starting point, kept for a redo
+        self._cache_key: tuple | None = None  # set by checkout_engine
         self.rebuild_all()
 
     # ------------------------------------------------------------------ neighbour lists
@@ -486,6 +489,41 @@ class WarpLJ:
             self.overflow.zero_()
             self._launch_steps(n_steps, dt)
 
+    def fits(self, state: MDState) -> bool:
+        """True if ``state`` has this engine's layout (float type, systems, atom counts,
+        boxes, periodicity), so that :meth:`load` can take it."""
+        host = state.numpy()
+        return (
+            host.dtype == self.dtype
+            and host.n_atoms == self.n_atoms
+            and host.n_systems == self.n_systems
+            and np.array_equal(host.atoms_per_system(), self.counts)
+            and np.array_equal(host.box.astype(self.dtype), self._box_host)
+            and np.array_equal(np.asarray(host.periodic, dtype=bool), self.periodic_host)
+        )
+
+    def load(self, state: MDState) -> None:
+        """Start over from ``state`` (same layout, see :meth:`fits`) in the arrays and the
+        compiled, recorded launches this engine already has; the results are those of a new
+        engine, bit for bit (list capacities do not change them)."""
+        if not self.fits(state):
+            raise ValueError("state does not have this engine's layout")
+        host = state.numpy()
+        wp = self.wp
+        self.x.assign(host.positions.astype(self.dtype))
+        self.v.assign(host.velocities.astype(self.dtype))
+        self.mass.assign(host.masses.astype(self.dtype))
+        wp.copy(self.v_mid, self.v)
+        wp.copy(self.x_origin, self.x)
+        self.offset.zero_()
+        self.step_counter.zero_()
+        self.temperature.zero_()
+        self.c1.fill_(1.0)
+        self.c2.zero_()
+        self.seed.zero_()
+        self.friction_host = np.zeros(self.n_systems)
+        self.rebuild_all()
+
     # ------------------------------------------------------------------ read-out
     def state(self) -> MDState:
         """Current state as a host :class:`MDState`."""
@@ -536,6 +574,65 @@ class WarpLJ:
         )
 
 
+# Engines kept between calls (run_lj, quench_lj, lj_energy_forces), so that a lab's
+# experiments of one layout reuse arrays, compiled kernels and recorded launches. An engine is
+# taken out while in use (so concurrent calls never share one) and put back only after a
+# call completes; it is reloaded from the caller's state each time.
+_ENGINES: dict[tuple, list[WarpLJ]] = {}
+_ENGINES_KEPT = 8
+_ENGINES_LOCK = threading.Lock()
+
+
+def _engine_key(state: MDState, device: str | None, **options: Any) -> tuple:
+    host = state.numpy()
+    if device is None:
+        device = state.device if state.device != "numpy" else default_device()
+    device = str(_warp().get_device(device))
+    layout = (
+        str(host.dtype),
+        host.atoms_per_system().tobytes(),
+        host.box.tobytes(),
+        np.asarray(host.periodic, dtype=bool).tobytes(),
+    )
+    return (device, *layout, *sorted(options.items()))
+
+
+def checkout_engine(state: MDState, device: str | None = None, **options: Any) -> WarpLJ:
+    """A :class:`WarpLJ` loaded with ``state``: a kept engine of the same layout and options
+    where there is one (see :func:`checkin_engine`), else a new one."""
+    options = {
+        "cutoff": DEFAULT_CUTOFF,
+        "skin": DEFAULT_SKIN,
+        "cluster_cutoff": None,
+        "shift_energy": False,
+        **options,
+    }
+    key = _engine_key(state, device, **options)
+    with _ENGINES_LOCK:
+        kept = _ENGINES.get(key)
+        engine = kept.pop() if kept else None
+        if kept is not None and not kept:
+            del _ENGINES[key]
+    if engine is None:
+        engine = WarpLJ(state, device=device, **options)
+        engine._cache_key = key
+        return engine
+    engine.load(state)
+    return engine
+
+
+def checkin_engine(engine: WarpLJ) -> None:
+    """Keep ``engine`` for a later :func:`checkout_engine` (the most recent few are kept)."""
+    key = engine._cache_key
+    if key is None:
+        return
+    with _ENGINES_LOCK:
+        _ENGINES.pop(key, None)
+        _ENGINES[key] = [engine]
+        while len(_ENGINES) > _ENGINES_KEPT:
+            del _ENGINES[next(iter(_ENGINES))]
+
+
 def lj_energy_forces(
     state: MDState,
     cutoff: float = DEFAULT_CUTOFF,
@@ -544,9 +641,11 @@ def lj_energy_forces(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Truncated LJ potential energy per system (epsilon, total, no tail correction),
     forces (n_atoms, 3) (epsilon/sigma) and the pair virial sum of r . F per system."""
-    engine = WarpLJ(state, cutoff=cutoff, cluster_cutoff=cluster_cutoff, device=device)
+    engine = checkout_engine(state, device, cutoff=cutoff, cluster_cutoff=cluster_cutoff)
     sums = engine.energies()
-    return sums["potential"], engine.forces(), sums["virial"]
+    forces = engine.forces()
+    checkin_engine(engine)
+    return sums["potential"], forces, sums["virial"]
 
 
 def run_lj(
@@ -605,13 +704,13 @@ def run_lj(
     n_samples = n_steps // sample_every
     if n_samples < 1:
         raise ValueError("n_steps must be at least sample_every")
-    engine = WarpLJ(
+    engine = checkout_engine(
         state,
+        device,
         cutoff=cutoff,
         skin=skin,
         cluster_cutoff=cluster_cutoff,
         shift_energy=shift_energy,
-        device=device,
     )
     wp = engine.wp
     engine.set_thermostat(temperature, friction, dt, seed)
@@ -727,6 +826,7 @@ def run_lj(
     if frames:
         results.trajectory = np.stack(frames)
         results.trajectory_time = time[frame_samples]
+    checkin_engine(engine)
     return results
 
 
@@ -754,7 +854,7 @@ def quench_lj(
             converged at a check stops moving, so each system's result is the same as in a
             run of its own (batch-independent, bit for bit).
     """
-    engine = WarpLJ(state, cutoff=cutoff, cluster_cutoff=cluster_cutoff, device=device)
+    engine = checkout_engine(state, device, cutoff=cutoff, cluster_cutoff=cluster_cutoff)
     wp, k, n_sys = engine.wp, engine.kernels, engine.n_systems
     if fmax is None:
         fmax = 1e-7 if engine.dtype == np.float64 else 1e-3
@@ -826,10 +926,12 @@ def quench_lj(
             )
         ]
     )
-    return QuenchResult(
+    result = QuenchResult(
         energy=sums["potential"],
         fmax=fmax_now,
         converged=fmax_now < fmax,
         n_steps=steps,
         state=engine.state(),
     )
+    checkin_engine(engine)
+    return result

@@ -241,3 +241,29 @@ def test_quench_finds_published_cluster_minima(dtype: type, tol: float) -> None:
 def test_cutoff_larger_than_half_box_is_rejected() -> None:
     with pytest.raises(ValueError, match="half the shortest edge"):
         WarpLJ(lj_fluid(64, 0.8))
+
+
+def test_engine_is_reused_across_calls_with_identical_results() -> None:
+    # a second run of the same layout takes the kept engine (no new arrays, no new recording)
+    # and must give what a new engine gives, bit for bit, whatever ran on it before
+    from labtwin.simulators.md import lj_warp
+
+    first = lj_fluid(256, 0.8, 1.0, n_systems=2, seed=1)
+    second = lj_fluid(256, 0.8, 1.5, n_systems=2, seed=2)
+    kw = dict(n_steps=60, temperature=1.2, friction=1.0, seed=3, sample_every=20)
+    fresh = WarpLJ(second)
+    fresh.set_thermostat(1.2, 1.0, 0.005, 3)
+    for _ in range(3):
+        fresh.advance(20, 0.005)
+    lj_warp.run_lj(first, **kw)  # leaves a kept engine of this layout
+    engine = lj_warp.checkout_engine(second)
+    arrays = (engine.x, engine.nbr)
+    lj_warp.checkin_engine(engine)
+    reused = lj_warp.run_lj(second, **kw)
+    again = lj_warp.checkout_engine(second)
+    assert again is engine and again.x is arrays[0] and again.nbr is arrays[1]
+    lj_warp.checkin_engine(again)
+    np.testing.assert_array_equal(reused.state.positions, fresh.state().positions)
+    np.testing.assert_array_equal(reused.state.velocities, fresh.state().velocities)
+    with pytest.raises(ValueError, match="layout"):
+        engine.load(lj_fluid(108, 0.8, 1.0, seed=1))
