@@ -109,23 +109,26 @@ PHASES = {  # phase -> (object attribute path, method name) timed by wrapping th
 }
 
 
-def _timed(owner: Any, name: str, totals: dict[str, float], phase: str) -> None:
-    """Wrap ``owner.name`` (an instance's bound method) to add its wall time to ``totals``."""
+def _timed(owner: Any, name: str, totals: dict[str, float], phase: str, clock: GcClock) -> None:
+    """Wrap ``owner.name`` (an instance's bound method) to add its wall time to ``totals``,
+    less the collector's time in it (counted apart)."""
     method = getattr(owner, name, None)
     if method is None:
         return
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
+        start, collected = time.perf_counter(), clock.total
         try:
             return method(*args, **kwargs)
         finally:
-            totals[phase] += time.perf_counter() - start
+            totals[phase] += time.perf_counter() - start - (clock.total - collected)
 
     setattr(owner, name, wrapper)
 
 
-def _timed_lending(owner: Any, name: str, totals: dict[str, float], phase: str) -> None:
+def _timed_lending(
+    owner: Any, name: str, totals: dict[str, float], phase: str, clock: GcClock
+) -> None:
     """Wrap ``owner.name`` (a method returning a context manager) to time its entering."""
     method = getattr(owner, name, None)
     if method is None:
@@ -133,10 +136,10 @@ def _timed_lending(owner: Any, name: str, totals: dict[str, float], phase: str) 
 
     @contextmanager
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
+        start, collected = time.perf_counter(), clock.total
         manager = method(*args, **kwargs)
         value = manager.__enter__()
-        totals[phase] += time.perf_counter() - start
+        totals[phase] += time.perf_counter() - start - (clock.total - collected)
         try:
             yield value
         finally:
@@ -171,14 +174,14 @@ def labtwin_round(n_envs: int, steps: int, seed: int, phases: bool) -> dict[str,
     task = TrivialLab()
     env = VectorLabEnv(task, n_envs)
     totals = dict.fromkeys(PHASES, 0.0)
+    clock = GcClock(task)
     if phases:
         for phase, (who, name) in PHASES.items():
             wrap = _timed_lending if phase == "generators" else _timed
-            wrap(task if who == "task" else env, name, totals, phase)
+            wrap(task if who == "task" else env, name, totals, phase, clock)
     actions = np.random.default_rng(seed).uniform(-1, 1, (steps, n_envs, 3)).astype(np.float32)
     env.reset(seed=seed)
     task.simulate_s = 0.0
-    clock = GcClock(task)
     gc.callbacks.append(clock)
     try:
         start = time.perf_counter()
