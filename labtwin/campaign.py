@@ -739,21 +739,24 @@ def _clean(values: np.ndarray) -> np.ndarray:
 
 
 def _history_row(task: Task, record: Record, width: int, n_act: int) -> list[float]:
-    """Row ``k + 1`` of :func:`observation` for budgeted record ``k``, before cleaning."""
+    """Row ``k + 1`` of :func:`observation` for budgeted record ``k``, before cleaning:
+    ``[filled, ok, action..., observable / scale..., zeros..., score]``."""
     m = record.measurement
-    row = [0.0] * width
-    row[0] = 1.0
-    row[1] = 1.0 if m.ok else 0.0
     vector = record.vector
-    if vector is not None:
-        if not (isinstance(vector, np.ndarray) and vector.shape == (n_act,)):
-            vector = np.broadcast_to(np.asarray(vector, dtype=np.float32), (n_act,))
-        row[2 : 2 + n_act] = vector.tolist()
+    if vector is None:
+        action = [0.0] * n_act
+    elif isinstance(vector, np.ndarray) and vector.shape == (n_act,):
+        action = vector.tolist()
+    else:
+        action = np.broadcast_to(np.asarray(vector, dtype=np.float32), (n_act,)).tolist()
+    specs = task.observables
     if m.ok and record.kind == "experiment":
-        for j, spec in enumerate(task.observables):
-            row[2 + n_act + j] = m.observables[spec.name].value / spec.scale
-    row[-1] = record.score if record.score is not None else 0.0
-    return row
+        observed = [m.observables[spec.name].value / spec.scale for spec in specs]
+    else:
+        observed = [0.0] * len(specs)
+    score = record.score if record.score is not None else 0.0
+    pad = [0.0] * (width - 3 - n_act - len(specs))
+    return [1.0, 1.0 if m.ok else 0.0, *action, *observed, *pad, score]
 
 
 def observation(task: Task, campaign: Campaign | None) -> np.ndarray:
