@@ -8,9 +8,12 @@ together: each stage of a step is one kernel launch over all atoms of the batch.
 systems use the truncated (not shifted) potential at ``cutoff`` with minimum-image distances;
 clusters use the full potential (``cluster_cutoff=None``). Pairs come from Verlet neighbour
 lists with a skin, rebuilt per system when an atom of that system has moved more than half
-the skin; lists are built from per-system cell lists where a box holds at least 3 cells per
-edge, else by an all-pairs search within the system (boxes under ~3 (rc + skin) across, where
-cells would not prune anything).
+the skin; lists are built from per-system cells of at least (rc + skin) / 2 where a box holds
+at least 6 per edge, else by an all-pairs search within the system (boxes under ~3 (rc + skin)
+across, where cells would not prune anything). On the CPU the lists are half lists and each
+pair's force is applied to both atoms (Newton's third law); on CUDA they are full lists, each
+thread writing only its own atom's force (see :mod:`~labtwin.simulators.md._lj_kernels`).
+Engines are kept between :func:`run_lj` calls of one layout (:func:`checkout_engine`).
 
 Integrator: BAOAB Langevin (Leimkuhler & Matthews, Appl. Math. Res. Express 2013, 34) with a
 per-system target temperature and friction; friction 0 gives plain velocity Verlet (NVE).

@@ -58,3 +58,27 @@ def test_cuda_langevin_temperature() -> None:
     state = lj_fluid(108, 0.8, 1.0, n_systems=256, seed=3)
     res = run_lj(state, 2000, temperature=1.0, friction=1.0, n_equilibration=500, device="cuda")
     assert abs(res.mean["temperature"].mean() - 1.0) < 0.005
+
+
+def test_cuda_overflow_repair_and_engine_reuse_keep_the_trajectory() -> None:
+    # full lists with sorted rows on CUDA: a redone chunk and a reloaded engine both give the
+    # reference trajectory bit for bit
+    from labtwin.simulators.md.lj_warp import WarpLJ, checkin_engine, checkout_engine
+
+    state = lj_fluid(500, 0.8, 1.0, seed=1)
+    kw = dict(n_steps=40, seed=5, sample_every=20, device="cuda")
+    reference = run_lj(state, **kw).state
+    engine = WarpLJ(state, device="cuda")
+    assert not engine.half_list
+    engine.nbr_capacity = int(engine.nbr_count.numpy().max()) + 2
+    engine._allocate_lists()
+    engine.rebuild_all()
+    engine.set_thermostat(1.0, 1.0, 0.005, 5)
+    engine.advance(20, 0.005)
+    engine.advance(20, 0.005)
+    np.testing.assert_array_equal(engine.state().positions, reference.positions)
+    kept = checkout_engine(state, "cuda")
+    checkin_engine(kept)
+    assert checkout_engine(state, "cuda") is kept  # kept and reloaded, not rebuilt
+    checkin_engine(kept)
+    np.testing.assert_array_equal(run_lj(state, **kw).state.positions, reference.positions)
