@@ -31,6 +31,7 @@ every campaign start (with its conditions) and every record; it never steers.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -614,8 +615,9 @@ class CampaignBatch:
         when its public conditions changed) its conditions, as :func:`observation` would."""
         task, obs = self.task, self._obs
         width, n_act = obs.shape[2], _n_actions(task)
+        public_of = _public_getter(task)
         row_at: list[tuple[int, int]] = []
-        rows: list[list[float]] = []
+        rows: list[Record] = []
         head_at: list[int] = []
         heads: list[float] = []
         for slot in slots:
@@ -626,7 +628,7 @@ class CampaignBatch:
                 if campaign is None:
                     continue
             history = campaign.history
-            public = _public_values(task, campaign)
+            public = public_of(campaign.conditions)
             if len(history) == shown.seen and public == shown.public:
                 continue  # nothing new
             if len(history) < shown.seen:  # history was replaced: draw it again
@@ -644,14 +646,14 @@ class CampaignBatch:
                     continue
                 if shown.written < task.budget:
                     row_at.append((slot, shown.written + 1))
-                    rows.append(_history_row(task, record, width, n_act))
+                    rows.append(record)
                 shown.written += 1
             shown.seen = len(history)
             head_at.append(slot)
             heads.append(campaign.remaining / task.budget)
         if rows:
             at = np.array(row_at)
-            obs[at[:, 0], at[:, 1]] = _clean(np.array(rows, dtype=np.float64))
+            obs[at[:, 0], at[:, 1]] = _clean(_history_rows(task, rows, width, n_act))
         if heads:
             obs[head_at, 0, 0] = _clean(np.array(heads, dtype=np.float64))
 
@@ -717,6 +719,9 @@ def observation_space(task: Task) -> gym.spaces.Box:
     return gym.spaces.Box(low, high, dtype=np.float32)
 
 
+_UNSHOWN = object()  # no public conditions in the header yet
+
+
 class _Shown:
     """How much of a slot's campaign its observation rows hold."""
 
@@ -724,11 +729,15 @@ class _Shown:
         self.campaign = campaign
         self.seen = 0  # records of its history looked at
         self.written = 0  # budgeted records among them (history rows, capped at the budget)
-        self.public: tuple | None = None  # public condition values in the header
+        self.public: Any = _UNSHOWN  # public condition values in the header
 
 
-def _public_values(task: Task, campaign: Campaign) -> tuple:
-    return tuple(campaign.conditions[spec.name] for spec in task.public_conditions)
+def _public_getter(task: Task) -> Any:
+    """conditions -> the values of the lab's public conditions (a key to compare)."""
+    names = [spec.name for spec in task.public_conditions]
+    if not names:
+        return lambda conditions: ()
+    return operator.itemgetter(*names)
 
 
 def _clean(values: np.ndarray) -> np.ndarray:
@@ -736,6 +745,30 @@ def _clean(values: np.ndarray) -> np.ndarray:
     (clipping in float64 before the cast to float32 gives the same float32 as after)."""
     values = np.nan_to_num(values, nan=0.0, posinf=OBS_LIMIT, neginf=-OBS_LIMIT)
     return np.clip(values, -OBS_LIMIT, OBS_LIMIT)
+
+
+def _history_rows(task: Task, records: list[Record], width: int, n_act: int) -> np.ndarray:
+    """Rows of :func:`observation` for budgeted records, before cleaning, as float64,
+    built a column at a time (the same values as :func:`_history_row` row by row)."""
+    vectors = [r.vector for r in records]
+    if n_act and not all(isinstance(v, np.ndarray) and v.shape == (n_act,) for v in vectors):
+        return np.array([_history_row(task, r, width, n_act) for r in records])
+    block = np.zeros((len(records), width), dtype=np.float64)
+    measurements = [r.measurement for r in records]
+    ok = [m.ok for m in measurements]
+    block[:, 0] = 1.0
+    block[:, 1] = ok
+    if n_act:
+        block[:, 2 : 2 + n_act] = np.stack(vectors)
+    measured = [i for i, r in enumerate(records) if ok[i] and r.kind == "experiment"]
+    if measured:
+        for j, spec in enumerate(task.observables):
+            name, scale = spec.name, spec.scale
+            block[measured, 2 + n_act + j] = [
+                measurements[i].observables[name].value / scale for i in measured
+            ]
+    block[:, -1] = [r.score if r.score is not None else 0.0 for r in records]
+    return block
 
 
 def _history_row(task: Task, record: Record, width: int, n_act: int) -> list[float]:
