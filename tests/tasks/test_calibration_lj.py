@@ -31,14 +31,22 @@ def test_calibration_points_cover_every_observable_and_the_knob_range() -> None:
     assert {p.conditions["well_depth"] for p in points} > {1.0}  # a scaled fluid too
 
 
-def test_short_runs_error_bars_match_the_spread_over_64_seeds() -> None:
-    """The cheapest point (the shortest run, hot and dense): 64 seeds, each 4 boxes x (800 +
-    200) steps (about 40 s on one core). Spread / mean error bar in [0.8, 1.25] for every
+def test_short_runs_error_bars_match_the_spread_over_128_seeds() -> None:
+    """The cheapest point (the shortest run, hot and dense): 128 seeds, each 4 boxes x (800 +
+    200) steps (about 80 s on one core). Spread / mean error bar in [0.8, 1.25] for every
     observable; the kinetic temperature matches the thermostat within 4 SEM (its reference
-    is exact, so this needs no second engine)."""
+    is exact, so this needs no second engine).
+
+    Why 128 seeds: at this point a block of 64 seeds reads the ratio with a sampling error
+    of about 9 %, and the blocks scatter more than that, all observables of a block together
+    (one set of trajectories). Measured in blocks of 64 (seeds 0-63, 64-127, ...): with the
+    MD kernels before half lists, temperature 0.85, 1.16, 1.03; with half lists (the
+    trajectories change, the statistics should not), 1.29, 1.09, 1.15, 1.19, 1.00. Pooled,
+    the short-run error bars read about 10 % low: within the criterion, near its upper end,
+    and a single block of 64 falls outside it now and then."""
     task = labtwin.load_task(LAB)
     (point,) = [p for p in task.calibration_points() if p.label.startswith("hot dense")]
-    results = calibrate(task, point, n_seeds=64, reference=False)
+    results = calibrate(task, point, n_seeds=128, reference=False)
     problems = [p for r in results for p in r.problems()]
     assert not problems, problems
     (temperature,) = [r for r in results if r.observable == "temperature"]
