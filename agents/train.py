@@ -195,7 +195,9 @@ class TrainResult:
 def make_policy(cfg: TrainConfig) -> HFPolicy:
     """The policy to train: the tiny model (built from ``cfg``), or a local Hugging Face model."""
     if cfg.model != "tiny":
-        return HFPolicy.from_pretrained(cfg.model, dtype=torch.float32)
+        policy = HFPolicy.from_pretrained(cfg.model, dtype=torch.float32)
+        policy.share_prompt = cfg.share_prompt
+        return policy
     seed = SeedStreams(cfg.seed).model_init()
     # a tokenizer that knows the lab's words keeps prompts short
     task = labtwin.load_task(cfg.task, budget=cfg.budget)
@@ -211,7 +213,7 @@ def make_policy(cfg: TrainConfig) -> HFPolicy:
         intermediate_size=2 * cfg.hidden_size,
         num_hidden_layers=cfg.layers,
     )
-    return HFPolicy(model, tokenizer)
+    return HFPolicy(model, tokenizer, share_prompt=cfg.share_prompt)
 
 
 def random_reply(task: labtwin.Task, rng: np.random.Generator, submit: bool) -> str:

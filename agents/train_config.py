@@ -82,6 +82,8 @@ class TrainConfig:
     """Ray lab workers stepping the rollouts' campaigns (0: in this process; Ray 'auto' unless ray is set)"""
     threads: int = 1
     """torch CPU threads (1 is fastest for the tiny model on a busy 2-core machine)"""
+    share_prompt: bool = True
+    """run a GRPO group's shared prompt once in the update (its keys and values reused by every completion; docs/grpo.md)"""
     warmstart_steps: int = 30
     """supervised steps on valid random proposals before GRPO (0: none)"""
     warmstart_batch: int = 16

@@ -193,3 +193,10 @@ def test_options_and_set_build_the_config(monkeypatch, tmp_path) -> None:
         False,
     )
     assert cfg.budget == TrainConfig.budget and cfg.out == str(tmp_path / "r")
+
+
+def test_share_prompt_reaches_the_policy() -> None:
+    from labtwin.agents.train import make_policy
+
+    assert make_policy(TrainConfig(share_prompt=False)).share_prompt is False
+    assert make_policy(TrainConfig()).share_prompt is True
