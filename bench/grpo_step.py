@@ -533,7 +533,14 @@ def markdown(
     phases: dict[str, float] | None,
     overlap: dict[float, dict[str, tuple[float, int]]] | None,
 ) -> str:
-    args = " ".join(argv)
+    shown, skip = [], False
+    for arg in argv:  # how to rerun it, without where this run wrote its section
+        if skip or arg == "--markdown":
+            skip = not skip
+            continue
+        if not arg.startswith("--markdown="):
+            shown.append(arg)
+    args = " ".join(shown)
     command = f"python bench/grpo_step.py{' ' + args if args else ''}"
     lines = [
         f"## GRPO update with each group's prompt run once, step phases and overlap (`{command}`)"

@@ -57,7 +57,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.rounds, args.batch = 1, 2
-    with markdown_section(args.markdown, "What honest statistics cost in the water lab" if args.water else "What honest statistics cost in the LJ lab"):
+    import warp as wp
+
+    wp.config.log_level = wp.LOG_WARNING  # no start-up banner in the section
+    title = "What honest statistics cost in the " + ("water lab" if args.water else "LJ lab")
+    with markdown_section(args.markdown, title):
         _run(args)
 
 

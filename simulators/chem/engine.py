@@ -253,9 +253,11 @@ class MoleculeEngine:
         lost its worker is screened again alone, and if that worker is lost too it is
         ``failed`` with the reason (a native crash in RDKit ends a worker, not the caller)."""
         n = self.pool.n_workers
+        if n < 2 or len(smiles) < SCREEN_IN_WORKERS * n:  # not enough to share out
+            return {}
         memo = self._memo
         new = list(dict.fromkeys(s for s in smiles if type(s) is str and s not in memo))
-        if n < 2 or len(new) < SCREEN_IN_WORKERS * n:
+        if len(new) < SCREEN_IN_WORKERS * n:
             return {}
         limits, timeout_s = self.settings.limits, self.timeouts_s["descriptors"]
         size = -(-len(new) // (4 * n))  # four chunks a worker: they finish together
@@ -314,10 +316,13 @@ class MoleculeEngine:
                 self._memo.clear()
                 self._memo_limits = self.settings.limits
             found = self._screen_in_workers(smiles)
+            screen = (
+                (lambda s: found[s] if type(s) is str and s in found else self._screen_memo(s))
+                if found
+                else self._screen_memo
+            )
             for i, s in enumerate(smiles):
-                screened = found.get(s) if type(s) is str and s in found else None
-                if screened is None:
-                    screened = self._screen_memo(s)
+                screened = screen(s)
                 if isinstance(screened, MoleculeResult):
                     results[i] = screened
                     continue
