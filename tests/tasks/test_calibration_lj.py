@@ -137,6 +137,10 @@ def test_the_longest_runs_agree_with_jzg_within_their_error_bars() -> None:
         pressure, energy = results["pressure"], results["potential_energy"]
         p_jzg, u_jzg = float(eos.pressure(rho, t)), float(eos.internal_energy(rho, t))
         assert abs(pressure.mean - p_jzg) <= 2 * pressure.mean_uncertainty, (t, rho, pressure)
-        assert abs(pressure.mean - p_jzg) / p_jzg <= 0.045, (t, rho, pressure.mean)
+        # the brief's stated bias (up to 4 % low) plus 2 standard errors of this 8-run mean:
+        # at (1.2, 0.8) the 64-run mean is 4.0 % low (docs/validation.md) and one run's spread
+        # is 3.6 % of P, so an 8-run mean scatters by 1.3 % around it; the fixed 4.5 % bound
+        # this replaced failed there (4.5 % low) once the MD kernels' trajectories changed
+        assert abs(pressure.mean - p_jzg) <= 0.04 * p_jzg + 2 * pressure.sem, (t, rho, pressure)
         allowed = 2 * energy.mean_uncertainty + 0.02 * abs(u_jzg)
         assert abs(energy.mean - u_jzg) <= allowed, (t, rho, energy)
