@@ -141,6 +141,12 @@ class WarpLJ:
         periodic = np.asarray(host.periodic, dtype=bool)
         box = host.box.astype(np.float64)
         counts = host.atoms_per_system()
+        triclinic = np.flatnonzero(periodic & ~host.orthorhombic())
+        if triclinic.size:  # their box rows are NaN, which every cutoff check below passes
+            raise ValueError(
+                f"the LJ engine runs orthorhombic boxes only; systems {triclinic[:5].tolist()} "
+                "have triclinic cells"
+            )
         if np.any(periodic & (cutoff > box.min(axis=1) / 2 + 1e-12)):
             raise ValueError(f"cutoff {cutoff} exceeds half the shortest edge of a periodic box")
         rc = np.where(periodic, cutoff, np.inf if cluster_cutoff is None else cluster_cutoff)

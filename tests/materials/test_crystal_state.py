@@ -89,3 +89,14 @@ def test_the_engine_reads_the_shared_state() -> None:
     assert emt_evaluate(plain).energy[0] == pytest.approx(whole[0], abs=1e-12)
     with pytest.raises(ValueError, match="species"):
         emt_evaluate(lj_fluid(32, 0.5, 1.0, seed=1))
+
+
+def test_the_lj_engine_refuses_a_triclinic_cell() -> None:
+    """The LJ engine's cell lists are orthorhombic: a triclinic system in the shared state
+    (NaN box rows, which pass any comparison against a cutoff) is refused, not run."""
+    from labtwin.simulators.md.lj_warp import WarpLJ
+
+    batch = CrystalBatch.from_structures(_cells())
+    with pytest.raises(ValueError, match=r"orthorhombic boxes only; systems \[1\]"):
+        WarpLJ(batch, cutoff=1.2)
+    WarpLJ(batch.select([0, 2]), cutoff=1.2)  # the orthorhombic ones run
