@@ -108,3 +108,21 @@ def test_a_baseline_runs_campaigns_through_the_numeric_view(agent: str, lab, tmp
     assert len(run.records) == 4 and 0.0 <= summaries[0].best_score <= 1.0
     assert all(r.proposal["smiles"] in LIBRARY_SMILES for r in run.records)
     assert run.rescore(lab) == [r.score for r in run.records]
+
+
+@pytest.mark.slow
+def test_baseline_reference_scores(tmp_path) -> None:
+    """The lab's reference figures (docs/chemistry.md): campaigns 0-7 at the default budget
+    of 12; the lab is deterministic and the agents seeded, so these are exact for this code
+    (measured: random 0.9271 with 4 of 8 campaigns at a best score of 1, CMA-ES 0.9212 with 4,
+    BO 0.8618 with 5). The margins allow the agents' libraries (CMA-ES, Optuna) to change
+    their draws between versions."""
+    means, perfect = {}, {}
+    for agent in ("random", "cmaes", "bo"):
+        summaries, _ = run_campaigns(
+            "MoleculeLibrary-v0", agent, n_campaigns=8, run_dir=tmp_path / agent, progress=False
+        )
+        means[agent] = float(np.mean([s.best_score for s in summaries]))
+        perfect[agent] = sum(s.best_score >= 1.0 for s in summaries)
+    assert all(0.75 < m < 1.0 for m in means.values()), means
+    assert all(2 <= n <= 7 for n in perfect.values()), perfect
