@@ -381,7 +381,7 @@ class RayCampaignBatch:
         if len(set(slots)) != len(slots):
             raise ValueError("a slot may take only one proposal per step")
         for slot in slots:
-            self._check_live(slot)
+            self.ledger._live(slot)  # the local engine's checks and messages
         by_worker: dict[int, list[int]] = {}
         for k, slot in enumerate(slots):
             by_worker.setdefault(self._where[slot][0], []).append(k)
@@ -480,15 +480,6 @@ class RayCampaignBatch:
         rng_state, campaign.best_score, campaign.done, campaign.end_reason = state
         campaign.rng.bit_generator.state = rng_state
         return record
-
-    def _check_live(self, slot: int) -> None:
-        if not 0 <= slot < self.num_slots:
-            raise IndexError(f"slot {slot} out of range for {self.num_slots} slots")
-        campaign = self.campaigns[slot]
-        if campaign is None:
-            raise RuntimeError("reset() a slot before stepping it")
-        if campaign.done:
-            raise RuntimeError("step called on a finished campaign; reset it first")
 
 
 def death_reason(err: RayActorError) -> str:
