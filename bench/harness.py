@@ -219,9 +219,8 @@ def cartpole_raw_step(steps: int, seed: int) -> float:
     return elapsed / steps  # the few resets are counted in; they cost about a step
 
 
-def sync_round(n_envs: int, steps: int, seed: int) -> float:
-    """Seconds per env-step of ``SyncVectorEnv`` over CartPole-v1."""
-    env = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(n_envs)])
+def _vector_round(env: Any, n_envs: int, steps: int, seed: int) -> float:
+    """Seconds per env-step of a Gymnasium vector env of CartPole, random actions."""
     env.reset(seed=seed)
     actions = np.random.default_rng(seed).integers(0, 2, (steps, n_envs))
     start = time.perf_counter()
@@ -230,6 +229,12 @@ def sync_round(n_envs: int, steps: int, seed: int) -> float:
     elapsed = time.perf_counter() - start
     env.close()
     return elapsed / (steps * n_envs)
+
+
+def sync_round(n_envs: int, steps: int, seed: int) -> float:
+    """Seconds per env-step of ``SyncVectorEnv`` over CartPole-v1."""
+    env = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(n_envs)])
+    return _vector_round(env, n_envs, steps, seed)
 
 
 def vector_cartpole_round(n_envs: int, steps: int, seed: int) -> float | None:
@@ -238,15 +243,7 @@ def vector_cartpole_round(n_envs: int, steps: int, seed: int) -> float | None:
         from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
     except ImportError:
         return None
-    env = CartPoleVectorEnv(num_envs=n_envs)
-    env.reset(seed=seed)
-    actions = np.random.default_rng(seed).integers(0, 2, (steps, n_envs))
-    start = time.perf_counter()
-    for t in range(steps):
-        env.step(actions[t])
-    elapsed = time.perf_counter() - start
-    env.close()
-    return elapsed / (steps * n_envs)
+    return _vector_round(CartPoleVectorEnv(num_envs=n_envs), n_envs, steps, seed)
 
 
 # ---- running and reporting ---------------------------------------------------------------------
