@@ -62,7 +62,6 @@ def main() -> None:
 
 
 def _run(args: argparse.Namespace) -> None:
-
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     from labtwin.agents.policy.vllm_policy import VLLMPolicy
 
