@@ -231,7 +231,7 @@ class WarpLJ:
         self.seed = wp.zeros(self.n_systems, dtype=wp.int32, device=self.device)
         self.friction_host = np.zeros(self.n_systems)
         self._graph: tuple[Any, Any] | None = None
-        self._recorded: tuple[float, list[Any]] | None = None
+        self._recorded: tuple[float, list[Any], list[Any]] | None = None
         self._recording: list[Any] | None = None
         self._saved: list[Any] | None = None  # a chunk's starting point, kept for a redo
         self._cache_key: tuple | None = None  # set by checkout_engine
@@ -252,7 +252,7 @@ class WarpLJ:
         if self._recording is not None:
             self._recording.append(launch)
 
-    def _list_and_force_launches(self) -> None:
+    def _list_and_force_launches(self, energy: bool = True) -> None:
         k = self.kernels
         self._go(
             k.wrap_positions,
@@ -344,31 +344,33 @@ class WarpLJ:
                 self.overflow,
             ],
         )
-        self._force_launches()
+        self._force_launches(energy)
 
-    def _force_launches(self) -> None:
+    def _force_launches(self, energy: bool = True) -> None:
+        """Forces; per-atom energies and virials too unless ``energy`` is False (CPU half
+        lists only: a step whose sums are never read skips them, the forces are the same)."""
         k = self.kernels
+        args = [
+            self.xw,
+            self.atom_sys,
+            self.image_shift,
+            self.cutoff2,
+            self.energy_shift,
+            self.nbr,
+            self.nbr_count,
+            self.f,
+            self.atom_energy,
+            self.atom_virial,
+        ]
         if self.half_list:
             self._go(k.zero_forces, self.n_atoms, [self.f])
-        self._go(
-            k.lj_forces_half if self.half_list else k.lj_forces,
-            self.n_atoms,
-            [
-                self.xw,
-                self.atom_sys,
-                self.image_shift,
-                self.cutoff2,
-                self.energy_shift,
-                self.nbr,
-                self.nbr_count,
-                self.f,
-                self.atom_energy,
-                self.atom_virial,
-            ],
-        )
+            self._go(k.lj_forces_half, self.n_atoms, [*args, int(energy)])
+        else:
+            self._go(k.lj_forces, self.n_atoms, args)
 
-    def _update_forces(self) -> None:
-        """Rebuild lists of systems whose atoms moved more than skin/2, then forces."""
+    def _update_forces(self, energy: bool = True) -> None:
+        """Rebuild lists of systems whose atoms moved more than skin/2, then forces (and
+        per-atom energies and virials unless ``energy`` is False)."""
         k = self.kernels
         self._go(k.reset_flags, self.n_systems, [self.rebuild, 0])
         self._go(
@@ -376,7 +378,7 @@ class WarpLJ:
             self.n_atoms,
             [self.x, self.x_ref, self.atom_sys, self.half_skin2, self.rebuild],
         )
-        self._list_and_force_launches()
+        self._list_and_force_launches(energy)
 
     def rebuild_all(self) -> None:
         """Rebuild every neighbour list (growing capacities on overflow) and compute forces."""
@@ -422,7 +424,7 @@ class WarpLJ:
         self.seed.assign((seeds % (2**31)).astype(np.int32))
         self.friction_host = friction.copy()
 
-    def _step_launches(self, dt: float) -> None:
+    def _step_launches(self, dt: float, energy: bool = True) -> None:
         k = self.kernels
         dt_s = self.scalar(dt)
         self._go(
@@ -444,19 +446,25 @@ class WarpLJ:
                 dt_s,
             ],
         )
-        self._update_forces()
+        self._update_forces(energy)
         self._go(k.kick, self.n_atoms, [self.v, self.f, self.mass, self.step_counter, dt_s])
 
     def _launch_steps(self, n_steps: int, dt: float) -> None:
         wp = self.wp
         if not wp.get_device(self.device).is_cuda:
-            # on the CPU, replay recorded launches (skips Python argument packing)
+            # on the CPU, replay recorded launches (skips Python argument packing): steps
+            # without per-atom energies and virials, then one with them, so the sums read
+            # after the chunk are those of its last step
             if self._recorded is None or self._recorded[0] != dt:
-                self._recording = []
-                self._step_launches(dt)
-                self._recorded, self._recording = (dt, self._recording), None
-            for _ in range(n_steps):
-                for launch in self._recorded[1]:
+                recorded = []
+                for energy in (False, True):
+                    self._recording = []
+                    self._step_launches(dt, energy)
+                    recorded.append(self._recording)
+                self._recorded, self._recording = (dt, *recorded), None
+            _, plain, with_energy = self._recorded
+            for step in range(n_steps):
+                for launch in with_energy if step == n_steps - 1 else plain:
                     launch.launch()
             return
         # on CUDA, capture a chunk of steps once as a graph and replay it
