@@ -137,6 +137,8 @@ class WarpLJ:
         self.kernels = make_kernels(self.scalar)
         self.n_atoms, self.n_systems = host.n_atoms, host.n_systems
         self.cutoff, self.skin = float(cutoff), float(skin)
+        # species do not enter LJ (one species), but a state read back keeps them
+        self._numbers = None if host.numbers is None else host.numbers.copy()
 
         periodic = np.asarray(host.periodic, dtype=bool)
         box = host.box.astype(np.float64)
@@ -527,6 +529,7 @@ class WarpLJ:
             raise ValueError("state does not have this engine's layout")
         host = state.numpy()
         wp = self.wp
+        self._numbers = None if host.numbers is None else host.numbers.copy()
         self.x.assign(host.positions.astype(self.dtype))
         self.v.assign(host.velocities.astype(self.dtype))
         self.mass.assign(host.masses.astype(self.dtype))
@@ -551,6 +554,7 @@ class WarpLJ:
             system_idx=self.atom_sys.numpy().copy(),
             box=self.box.numpy().copy(),
             periodic=self.periodic_host.copy(),
+            numbers=None if self._numbers is None else self._numbers.copy(),
         )
 
     def energies(self) -> dict[str, np.ndarray]:

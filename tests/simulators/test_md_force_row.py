@@ -132,3 +132,13 @@ def test_cluster_chunk_of_zero_steps_is_a_no_op(wp) -> None:
     assert np.array_equal(engine.x.numpy(), before[0])
     for name, value in engine.energies().items():
         assert np.array_equal(value, before[1][name])
+
+
+def test_state_read_back_keeps_species(wp) -> None:
+    fluid = lj_fluid(108, 0.8, 1.0, n_systems=2, seed=4)
+    numbers = np.arange(fluid.n_atoms, dtype=np.int32) % 3 + 18
+    state = fluid.with_arrays(numbers=numbers)
+    engine = WarpLJ(state, cutoff=2.5, device="cpu")
+    assert np.array_equal(engine.state().numbers, numbers)
+    engine.load(fluid)  # a state without species: none read back
+    assert engine.state().numbers is None
