@@ -96,7 +96,7 @@ def anneal_and_quench(
     read-out syncs for anyway).
     """
     from labtwin.simulators.md.build import clusters
-    from labtwin.simulators.md.lj_warp import WarpLJ, quench_lj
+    from labtwin.simulators.md.lj_warp import checkin_engine, checkout_engine, quench_lj
 
     n_sys = len(schedules)
     counts = [len(x) for x in starts]
@@ -111,7 +111,9 @@ def anneal_and_quench(
     state = MDState.from_arrays(
         np.concatenate(starts), system_idx, np.ones(3), False, velocities, masses
     )
-    engine = WarpLJ(state, cluster_cutoff=None, device=device)
+    # an engine of this layout kept from an earlier anneal where there is one (reloaded:
+    # the results are a new engine's, bit for bit)
+    engine = checkout_engine(state, device, cluster_cutoff=None)
     n_stages = np.array([len(t) for t in schedules])
     start = state.system_start()
     snapshots: list[np.ndarray | None] = [None] * n_sys
@@ -129,6 +131,7 @@ def anneal_and_quench(
                 frames[s].append(positions[start[s] : start[s + 1]].astype(np.float64))
             if stage == n_stages[s] - 1:
                 snapshots[s] = frames[s][-1]
+    checkin_engine(engine)
     annealed = [e[-1] for e in stage_energy]
     finite = [bool(np.all(np.isfinite(x))) for x in snapshots]
     # a blown-up system is replaced by its start so that the quench of the others runs
