@@ -135,20 +135,28 @@ def read_config(run: Path) -> dict[str, Any]:
 
 def find_runs(root: str | os.PathLike) -> dict[str, Path]:
     """Run directories by name: ``root`` itself if it is a run, else its subfolders that are;
-    after each, the evaluation campaigns it holds (``<run>:eval:<agent>``).
+    after each, the evaluation campaigns it holds (``<run>:eval:<agent>``). The output of a
+    ``labtwin eval --task`` (``summary.json`` and ``campaigns/``, no run around it), as
+    ``root`` or as one of its subfolders, gives its campaigns as ``<folder>:eval:<agent>``.
 
     A folder that is a symlink to a directory outside ``root`` is left out.
     """
     root = Path(root).resolve()
+    tops: dict[str, Path] = {}
+    evaluations: dict[str, Path] = {}  # name -> folder holding campaigns/ (no run)
     if (root / "config.json").is_file():
         tops = {root.name: root}
-    else:
-        tops = {}
-        if root.is_dir():
-            for child in sorted(root.iterdir()):
-                target = child.resolve()
-                if target.is_relative_to(root) and (target / "config.json").is_file():
-                    tops[child.name] = target
+    elif is_evaluation_output(root):
+        evaluations = {root.name: root}
+    elif root.is_dir():
+        for child in sorted(root.iterdir()):
+            target = child.resolve()
+            if not target.is_relative_to(root):
+                continue
+            if (target / "config.json").is_file():
+                tops[child.name] = target
+            elif is_evaluation_output(target):
+                evaluations[child.name] = target
     runs: dict[str, Path] = {}
     for name, path in tops.items():
         runs[name] = path
@@ -156,7 +164,22 @@ def find_runs(root: str | os.PathLike) -> dict[str, Path]:
             nested = eval_run_name(name, folder)
             if nested not in tops:  # a real folder of that name keeps it
                 runs.setdefault(nested, target)
+    for name, path in evaluations.items():
+        for folder, target in eval_campaign_runs(root, path, path / "campaigns").items():
+            nested = eval_run_name(name, folder)
+            if nested not in tops:
+                runs.setdefault(nested, target)
     return runs
+
+
+def is_evaluation_output(path: Path) -> bool:
+    """True for a folder laid out as a ``labtwin eval`` output (``summary.json`` beside a
+    ``campaigns/`` folder) that is not itself a run."""
+    return (
+        (path / "summary.json").is_file()
+        and (path / "campaigns").is_dir()
+        and not (path / "config.json").is_file()
+    )
 
 
 def eval_run_name(run_name: str, folder: str) -> str:
@@ -165,9 +188,10 @@ def eval_run_name(run_name: str, folder: str) -> str:
     return f"{run_name}:eval:{folder}"
 
 
-def eval_campaign_runs(root: Path, run: Path) -> dict[str, Path]:
-    """The evaluation campaign runs of ``run`` by their folder name (inside ``root`` only)."""
-    base = run / EVAL_CAMPAIGNS
+def eval_campaign_runs(root: Path, run: Path, base: Path | None = None) -> dict[str, Path]:
+    """The evaluation campaign runs of ``run`` by their folder name (inside ``root`` only):
+    the runs in ``base`` (default: the run's ``eval/campaigns``)."""
+    base = run / EVAL_CAMPAIGNS if base is None else base
     out: dict[str, Path] = {}
     try:
         children = sorted(base.iterdir()) if base.is_dir() else []

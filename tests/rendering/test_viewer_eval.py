@@ -28,7 +28,7 @@ import labtwin
 from labtwin.cli import app
 from labtwin.rendering.report import write_report
 from labtwin.rendering.viewer import ViewerServer
-from labtwin.rendering.viewer.reader import EvaluationWatch, read_evaluation
+from labtwin.rendering.viewer.reader import EvaluationWatch, find_runs, read_evaluation
 
 LAB = "LJClusterAnneal-v0"
 #: the smallest evaluation whose pass@k and pass^k differ between agents and across k
@@ -308,3 +308,26 @@ def test_a_summary_being_written_or_holding_nan_is_read_safely(tmp_path, summary
     json.dumps(watch.evaluation, allow_nan=False)  # what the report's data block needs
     (run / "eval" / "summary.json").unlink()
     assert watch.poll() is True and watch.evaluation is None
+
+
+def test_a_standalone_evaluation_lists_its_campaigns(tmp_path: Path) -> None:
+    """``labtwin eval --task`` without a training run writes ``summary.json`` and
+    ``campaigns/`` into its own folder; the viewer lists those campaigns as runs whether it
+    is given that folder or the folder holding it, and serves their records."""
+    root = tmp_path / "runs"
+    out = root / "eval-lj"
+    invoke("eval", "--task", LAB, "--agents", "random", *SMALL_EVAL, "--out", str(out),
+           "--no-progress")  # fmt: skip
+    assert not (out / "config.json").exists() and (out / "summary.json").is_file()
+    runs = find_runs(root)
+    assert list(runs) == ["eval-lj:eval:random"]
+    assert runs["eval-lj:eval:random"] == (out / "campaigns" / "random").resolve()
+    assert find_runs(out) == runs
+    recorded = labtwin.runs.load(runs["eval-lj:eval:random"])
+    srv = ViewerServer(root).start()
+    try:
+        with urllib.request.urlopen(srv.url + "api/runs") as response:
+            assert [r["name"] for r in json.load(response)] == ["eval-lj:eval:random"]
+    finally:
+        srv.stop()
+    assert len(recorded.records) == 2 * 2 * 2  # campaigns x samples x budget
