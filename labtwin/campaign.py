@@ -43,6 +43,7 @@ from labtwin.experiment import Analysis, Answer, Invalid, validate_many
 from labtwin.frames import campaign_points, lab_frame
 from labtwin.gcpause import paused_gc
 from labtwin.measurement import Measurement, pool, to_jsonable
+from labtwin.seeding import integer_below
 from labtwin.task import Task
 
 RewardMode = Literal["improvement", "score"]
@@ -240,7 +241,8 @@ class Campaign:
         return [r.measurement for r in self.history if r.kind == "experiment"]
 
     def next_seed(self) -> int:
-        return int(self.rng.integers(0, _SEED_LIMIT))
+        """``int(self.rng.integers(0, 2**63 - 1))``, the same draw (:func:`integer_below`)."""
+        return integer_below(self.rng, _SEED_LIMIT)
 
 
 def _experiment_key(experiment: Any) -> frozenset | None:
@@ -414,7 +416,7 @@ class CampaignBatch:
             elif self._streams[slot] is None:
                 self._streams[slot] = np.random.default_rng()
             if seed is None:
-                seed = int(self._streams[slot].integers(0, _SEED_LIMIT))
+                seed = integer_below(self._streams[slot], _SEED_LIMIT)
             rng = campaign_rng(seed)
             sampled = self.task.sample_conditions(rng)
             campaign = Campaign(
@@ -467,8 +469,9 @@ class CampaignBatch:
             vectors = self._vectors(measured)
             records = []
             for k, (campaign, proposal) in enumerate(zip(campaigns, proposals)):
-                if k in measured:
-                    record = self._experiment(campaign, proposal, measured[k], vectors.get(k))
+                m = measured.get(k)
+                if m is not None:
+                    record = self._experiment(campaign, m, vectors.get(k))
                 elif isinstance(proposal, Answer):
                     record = self._answer(campaign, proposal, seeds[k])
                 elif isinstance(proposal, Analysis):
@@ -541,16 +544,23 @@ class CampaignBatch:
         vectors = view.to_vectors(experiments)  # validates: raise as model_validate does
         return {i: vectors[j] for j, i in enumerate(with_experiment)}
 
-    def _experiment(
-        self, campaign: Campaign, proposal: Any, m: Measurement, vector: np.ndarray | None
-    ) -> Record:
-        shown = m.experiment if m.experiment is not None else m.proposal
-        record = self._new_record(campaign, "experiment", m, proposal=shown, vector=vector)
-        if self.reward_mode == "improvement":
-            record.reward = max(record.score - campaign.best_score, 0.0)
+    def _experiment(self, campaign: Campaign, m: Measurement, vector: np.ndarray | None) -> Record:
+        """The record of a measured experiment: :meth:`_new_record` and its reward, written
+        out for the one kind that every step of a numeric agent takes (the same values)."""
+        task, experiment = self.task, m.experiment
+        if m.status == "ok" and task.pool_repeats:  # score_of's pooled branch
+            repeats = campaign.repeats_of(experiment)
+            score = task.score(pool([*repeats, m]) if repeats else m, campaign.conditions)
         else:
-            record.reward = record.score
-        return record
+            score = task.score(m, campaign.conditions)
+        if self.reward_mode == "improvement":
+            reward = max(score - campaign.best_score, 0.0)
+        else:
+            reward = score
+        shown = experiment if experiment is not None else m.proposal
+        return Record(
+            campaign.id, len(campaign.history), "experiment", m, score, reward, shown, "", vector
+        )
 
     def _answer(self, campaign: Campaign, proposal: Answer, seed: int) -> Record:
         parsed = self.task.parse_answer(proposal.value)
@@ -587,7 +597,11 @@ class CampaignBatch:
             record.reward -= self.invalid_penalty
         if record.score is not None and record.kind != "answer":
             campaign.best_score = max(campaign.best_score, record.score)
-        campaign.history.append(record)
+        history = campaign.history
+        history.append(record)
+        if campaign._counted == len(history) - 1:  # keep the budget count (experiments) current
+            campaign._counted += 1
+            campaign._budgeted += record.kind != "analysis"
         if record.kind == "answer" and record.measurement.ok:
             campaign.done, campaign.end_reason = True, "answer submitted"
         elif campaign.remaining <= 0:

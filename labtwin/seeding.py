@@ -136,6 +136,22 @@ class PCG64(np.random.PCG64):
         return [np.random.PCG64(seed=s) for s in self.seed_seq.spawn(n_children)]
 
 
+_MASK64 = (1 << 64) - 1
+
+
+def integer_below(rng: np.random.Generator, high: int) -> int:
+    """``int(rng.integers(0, high))`` for ``2**32 < high <= 2**64``, drawn the same way
+    (numpy's Lemire rejection on one ``next_uint64`` per try) without the call's argument
+    handling: about a quarter of its time. Campaigns draw every experiment seed with it."""
+    bits = rng.bit_generator
+    m = bits.random_raw() * high
+    if (m & _MASK64) < high:  # numpy's rejection test (rare; never for 2**63 - 1)
+        threshold = ((1 << 64) - high) % high
+        while (m & _MASK64) < threshold:
+            m = bits.random_raw() * high
+    return m >> 64
+
+
 _lock = threading.Lock()
 _free: list[np.random.Generator] = []
 

@@ -157,6 +157,8 @@ class VectorLabEnv(VectorEnv):
     ) -> dict[str, Any]:
         """The step's infos: the resets' first, then each stepped campaign's."""
         campaigns = self.campaigns
+        if not resetting and records and all(r.confirmed_score is None for r in records):
+            return _step_info_columns(self.num_envs, [campaigns[i] for i in live], live, records)
         entries = [(i, reset_info(c)) for i, c in zip(resetting, started)]
         entries += [(i, step_info(campaigns[i], r)) for i, r in zip(live, records)]
         return vector_infos({}, self.num_envs, entries)
@@ -172,6 +174,43 @@ class VectorLabEnv(VectorEnv):
             for i, c in enumerate(self.campaigns)
             if c is not None
         )
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    """A 1-d object array holding ``values`` as they are (never read as sequences)."""
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
+def _step_info_columns(
+    num_envs: int, campaigns: list[Campaign], envs: list[int], records: list[Any]
+) -> dict[str, Any]:
+    """``vector_infos({}, num_envs, [(i, step_info(c, r)) ...])`` where no record carries a
+    confirmation (every info then has :func:`step_info`'s seven keys, in its order): the
+    same arrays, masks, dtypes and key order, a column at a time from the records."""
+    mask = np.zeros(num_envs, dtype=np.bool_)
+    mask[envs] = True
+    nan = float("nan")
+    columns: list[tuple[str, np.ndarray]] = [
+        ("kind", _objects([r.kind for r in records])),
+        ("measurement", _objects([r.measurement for r in records])),
+        ("status", _objects([r.measurement.status for r in records])),
+        (
+            "score",
+            np.array([float(r.score) if r.score is not None else nan for r in records]),
+        ),
+        ("best_score", np.array([float(c.best_score) for c in campaigns], dtype=np.float64)),
+        ("experiments_done", np.array([c.experiments for c in campaigns], dtype=np.int_)),
+        ("end_reason", _objects([c.end_reason for c in campaigns])),
+    ]
+    infos: dict[str, Any] = {}
+    for key, values in columns:
+        if values.dtype == object:
+            array = np.full(num_envs, fill_value=None, dtype=object)
+        else:
+            array = np.zeros(num_envs, dtype=values.dtype)
+        array[envs] = values
+        infos[key], infos[f"_{key}"] = array, mask.copy()
+    return infos
 
 
 def _new_info_array(value: Any, num_envs: int) -> np.ndarray:

@@ -25,7 +25,7 @@ from labtwin.campaign import CampaignBatch, observation
 from labtwin.env import reset_info, step_info
 from labtwin.experiment import Analysis, Answer, Invalid, NumericView
 from labtwin.gcpause import paused_gc
-from labtwin.seeding import experiment_generators, pcg64_states
+from labtwin.seeding import experiment_generators, integer_below, pcg64_states
 from labtwin.testing import hostile_strategy
 from labtwin.vector import VectorLabEnv, vector_infos
 
@@ -331,3 +331,15 @@ def test_collector_paused_for_the_harness_only() -> None:
         assert not gc.isenabled()  # off before, off after
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("high", [2**63 - 1, 2**32 + 1, 3 * 2**62 + 5, 2**64])
+def test_integer_below_draws_as_numpy_integers(high: int) -> None:
+    """The campaign seed draw against ``Generator.integers``, value for value and state for
+    state; ``3 * 2**62 + 5`` rejects about a quarter of its raw draws, so the retry runs."""
+    dtype = np.uint64 if high > 2**63 - 1 else np.int64
+    for seed in range(200):
+        theirs, ours = np.random.default_rng(seed), np.random.default_rng(seed)
+        for _ in range(4):
+            assert integer_below(ours, high) == int(theirs.integers(0, high, dtype=dtype))
+        assert ours.bit_generator.state == theirs.bit_generator.state
