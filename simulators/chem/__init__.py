@@ -8,8 +8,8 @@
 - :mod:`~labtwin.simulators.chem.conformers` — ETKDG conformers and MMFF94 energies;
 - :mod:`~labtwin.simulators.chem.xtb` — GFN2-xTB single points through tblite;
 - :mod:`~labtwin.simulators.chem.workers` — a process pool (forkserver), one molecule per job
-  with a timeout, crashed or stalled workers replaced;
-- :mod:`~labtwin.simulators.chem.engine` — :class:`MoleculeEngine`: batches, the cache;
+  with a timeout (short jobs several to a message), crashed or stalled workers replaced;
+- :mod:`~labtwin.simulators.chem.engine` — :class:`MoleculeEngine`: batches, the caches;
 - :mod:`~labtwin.simulators.chem.reactions` — named reaction templates (RDKit reaction
   SMARTS) applied to reagents, with a deterministic yield model;
 - :mod:`~labtwin.simulators.chem.reaction_energy` — GFN2-xTB reaction energies (products

@@ -17,34 +17,41 @@ fails there is ``invalid`` with the reason. The calling process screens a few ne
 strings itself; with two or more workers and a batch of many new strings it screens them
 in the workers, in chunks (a native crash there fails that one input; the same screening
 either way). The rest is measured in a
-:class:`~labtwin.simulators.chem.workers.MoleculePool`, one molecule per job with a
-per-kind timeout, from its canonical SMILES, so a result is a function of
+:class:`~labtwin.simulators.chem.workers.MoleculePool`, each molecule a job with a per-kind
+timeout, from its canonical SMILES, so a result is a function of
 ``(canonical SMILES, kind, settings)`` alone. A batch's jobs are dispatched largest
 molecule first (atoms with hydrogens: longest-processing-time-first, so that workers
-finish together), and a worker of descriptor jobs (milliseconds each) has the next one
+finish together); descriptor jobs (milliseconds each) travel several to a message
+(:data:`CHUNK`: one round trip for several molecules) and a worker has the next message
 queued before it finishes the last; results come back in input order whatever order the
 workers finish in.
 A molecule whose worker crashed or ran out of time is ``failed`` with the reason; its
-batch-mates are measured all the same.
+batch-mates are measured all the same (the rest of a lost chunk is measured again, one
+molecule a message).
 
-Two caches, both bounded (least recently used entries dropped first):
+Three caches, all bounded (least recently used entries dropped first):
 
 - the **screening memo** maps a SMILES exactly as written to what screening made of it
   (its canonical SMILES and size, or its ``invalid`` result): screening is a pure function
   of the string and ``settings.limits``, so a string seen before skips RDKit altogether;
 - the **result cache** holds ``ok`` results under ``(canonical SMILES, kind, settings)``
   (never failures, which depend on the machine's load), so two spellings of one molecule
-  share one entry.
+  share one entry;
+- the **answers** map a string exactly as written and a kind to the result
+  :meth:`MoleculeEngine.measure` returned for it (``ok`` or ``invalid``, for the current
+  ``settings`` object): a batch of strings seen before is answered from it alone.
 
-A cache hit is therefore two dictionary look-ups and a copy. Every computation is
-deterministic (fixed embedding seed, one thread), so a cached result equals a recomputed
-one exactly; a lab that adds measurement noise draws it per experiment after the cache.
+Results are read-only (:class:`ReadOnlyDict` values and structure, arrays not writeable),
+so every cache hands out the stored result itself, never a copy: a cache hit is one
+dictionary look-up. Every computation is deterministic (fixed embedding seed, one
+thread), so a cached result equals a recomputed one exactly; a lab that adds measurement
+noise draws it per experiment after the cache, on its own copy of the values.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -80,10 +87,16 @@ UNITS = {**DESCRIPTOR_UNITS, **THREE_D_UNITS}
 #: next job already in its pipe does not sit idle for it; seconds-long xTB jobs queue
 #: nothing, so that no job waits behind a long one while another worker is free
 PREFETCH = {"descriptors": 1, "xtb": 0}
+#: jobs one message to a worker carries, at most, by kind: a descriptor job's trip to its
+#: worker and back (pickling, two wake-ups of the caller) costs about a tenth of the job, so
+#: several travel together (fewer where a batch is small:
+#: :data:`~labtwin.simulators.chem.workers.MESSAGES_PER_WORKER`); xTB jobs go alone
+CHUNK = {"descriptors": 8, "xtb": 1}
 #: with two or more workers, a batch with at least this many new strings per worker is
 #: screened in the workers (parse, canonicalise, check: 0.5 ms a drug-sized SMILES, an
 #: eighth of a descriptor measurement, that the caller would otherwise do alone first)
 SCREEN_IN_WORKERS = 4
+_ONLY_STR = frozenset({str})
 
 
 @dataclass(frozen=True)
@@ -95,6 +108,25 @@ class MoleculeSettings:
     limits: Limits = Limits()
 
 
+class ReadOnlyDict(dict):
+    """A ``dict`` that cannot be changed: the values and structure of a result the engine
+    returns, which its caches hand out again (read it, or copy it: ``dict(values)``)."""
+
+    __slots__ = ()
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(
+            "a molecule result is read-only (the engine's caches hand it out again); "
+            "copy it to change it: dict(result.values)"
+        )
+
+    __setitem__ = __delitem__ = __ior__ = _read_only  # type: ignore[assignment]
+    clear = pop = popitem = setdefault = update = _read_only  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple:
+        return (ReadOnlyDict, (dict(self),))
+
+
 @dataclass(frozen=True)
 class MoleculeResult:
     """One molecule measured: ``status`` ``ok`` / ``invalid`` / ``failed`` with ``reason``.
@@ -103,18 +135,21 @@ class MoleculeResult:
     for kind ``"xtb"``); ``alerts`` lists structural alerts; ``n_atoms`` counts atoms
     with hydrogens; ``structure`` holds the lowest conformer, the geometry xTB measured
     (kind ``"xtb"``), as :mod:`labtwin.structures` artifacts (empty otherwise).
+    A result from :meth:`MoleculeEngine.measure` is read-only throughout (``values`` and
+    ``structure`` are :class:`ReadOnlyDict`, the arrays not writeable): a cache hit hands
+    out the stored result itself.
     """
 
     status: Literal["ok", "invalid", "failed"]
     smiles: str = ""
     canonical: str = ""
     kind: str = ""
-    values: dict[str, float] = field(default_factory=dict)
+    values: dict[str, float] = field(default_factory=ReadOnlyDict)
     alerts: tuple[str, ...] = ()
     n_atoms: int = 0
     reason: str = ""
     notes: tuple[str, ...] = ()
-    structure: dict[str, np.ndarray] = field(default_factory=dict, compare=False)
+    structure: dict[str, np.ndarray] = field(default_factory=ReadOnlyDict, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -194,8 +229,8 @@ class MoleculeEngine:
     ``job_function`` is what a worker runs per molecule (:func:`measure_job`; a test may
     pass one that crashes on purpose); ``screen_function`` is what a worker runs per chunk
     of SMILES when screening moves to the workers (:func:`screen_chunk`; likewise);
-    ``cache_size`` bounds the result cache and four times it the screening memo (least
-    recently used entries are dropped first).
+    ``cache_size`` bounds the result cache, the answers of each kind, and four times it the
+    screening memo (least recently used entries are dropped first).
     """
 
     def __init__(
@@ -217,6 +252,10 @@ class MoleculeEngine:
         #: SMILES as written -> its screening (valid for ``_memo_limits``)
         self._memo: OrderedDict[str, Screened | MoleculeResult] = OrderedDict()
         self._memo_limits = settings.limits
+        #: kind -> SMILES as written -> the result :meth:`measure` returned for it (valid
+        #: for the settings object ``_hits_settings``): a repeated string's whole answer
+        self._hits: dict[str, OrderedDict[str, MoleculeResult]] = {}
+        self._hits_settings = settings
         self._token_of: tuple[MoleculeSettings, str] | None = None  # see _settings_token
         self._lock = threading.Lock()
         #: molecules measured in workers (not served from the cache); for tests and logs
@@ -305,64 +344,99 @@ class MoleculeEngine:
         return screened
 
     def measure(self, smiles: list[str], kind: str) -> list[MoleculeResult]:
-        """One result per SMILES, in order; never raises for bad molecules."""
+        """One result per SMILES, in order; never raises for bad molecules. Results are
+        read-only (see :class:`MoleculeResult`)."""
         if kind not in KINDS:
             raise ValueError(f"unknown measurement kind {kind!r}; one of {KINDS}")
+        with self._lock:
+            hits = self._hits_of(kind)
+            # every string seen before: the stored answers themselves, in a few C loops
+            if {*map(type, smiles)} <= _ONLY_STR:  # exact strings (see _screen_memo)
+                try:
+                    found = list(map(hits.__getitem__, smiles))
+                except KeyError:
+                    pass
+                else:
+                    deque(map(hits.move_to_end, smiles), maxlen=0)  # least recently used
+                    return found
+            results = self._measure(smiles, kind)
+            for i, (result, s) in enumerate(zip(results, smiles)):
+                result = results[i] = _for_input(result, s)
+                if type(s) is str and result.status != "failed":
+                    results[i] = hits.setdefault(s, result)  # one answer to a repeated string
+                    hits.move_to_end(s)
+            while len(hits) > self.cache_size:
+                hits.popitem(last=False)
+            return results
+
+    def _hits_of(self, kind: str) -> OrderedDict[str, MoleculeResult]:
+        """The answers to strings seen before for ``kind``, emptied if ``settings`` has been
+        replaced since they were stored."""
+        if self._hits_settings is not self.settings:
+            self._hits.clear()
+            self._hits_settings = self.settings
+        hits = self._hits.get(kind)
+        if hits is None:
+            hits = self._hits[kind] = OrderedDict()
+        return hits
+
+    def _measure(self, smiles: list[Any], kind: str) -> list[MoleculeResult]:
+        """:meth:`measure` for a batch with a new string: screen (through the memo), look
+        up the result cache, measure the rest in the workers."""
         results: list[MoleculeResult | None] = [None] * len(smiles)
         todo: dict[tuple, list[int]] = {}
         costs: list[int] = []  # atoms with hydrogens of each job (largest first)
-        with self._lock:
-            if self._memo_limits != self.settings.limits:  # settings replaced since
-                self._memo.clear()
-                self._memo_limits = self.settings.limits
-            found = self._screen_in_workers(smiles)
-            screen = (
-                (lambda s: found[s] if type(s) is str and s in found else self._screen_memo(s))
-                if found
-                else self._screen_memo
+        if self._memo_limits != self.settings.limits:  # settings replaced since
+            self._memo.clear()
+            self._memo_limits = self.settings.limits
+        found = self._screen_in_workers(smiles)
+        screen = (
+            (lambda s: found[s] if type(s) is str and s in found else self._screen_memo(s))
+            if found
+            else self._screen_memo
+        )
+        for i, s in enumerate(smiles):
+            screened = screen(s)
+            if isinstance(screened, MoleculeResult):
+                results[i] = screened
+                continue
+            key = self.cache_key(screened.canonical, kind)
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                results[i] = cached
+            elif key in todo:
+                todo[key].append(i)
+            else:
+                todo[key] = [i]
+                costs.append(screened.n_atoms)
+        keys = list(todo)
+        jobs = [Job(key[0], kind, self.settings) for key in keys]
+        outcomes = (
+            self.pool.map(
+                self.job_function,
+                jobs,
+                self.timeouts_s[kind],
+                costs=costs,
+                prefetch=PREFETCH.get(kind, 0),
+                chunk=CHUNK.get(kind, 1),
             )
-            for i, s in enumerate(smiles):
-                screened = screen(s)
-                if isinstance(screened, MoleculeResult):
-                    results[i] = screened
-                    continue
-                key = self.cache_key(screened.canonical, kind)
-                cached = self._cache.get(key)
-                if cached is not None:
-                    self._cache.move_to_end(key)
-                    results[i] = cached
-                elif key in todo:
-                    todo[key].append(i)
-                else:
-                    todo[key] = [i]
-                    costs.append(screened.n_atoms)
-            keys = list(todo)
-            jobs = [Job(key[0], kind, self.settings) for key in keys]
-            outcomes = (
-                self.pool.map(
-                    self.job_function,
-                    jobs,
-                    self.timeouts_s[kind],
-                    costs=costs,
-                    prefetch=PREFETCH.get(kind, 0),
+            if jobs
+            else []
+        )
+        self.computed += len(jobs)
+        for key, job, outcome in zip(keys, jobs, outcomes):
+            if outcome.ok:
+                result = _frozen(outcome.value)
+                if result.ok:
+                    self._store(key, result)
+            else:
+                result = MoleculeResult(
+                    "failed", canonical=job.canonical, kind=kind, reason=outcome.failed
                 )
-                if jobs
-                else []
-            )
-            self.computed += len(jobs)
-            for key, job, outcome in zip(keys, jobs, outcomes):
-                if outcome.ok:
-                    result = outcome.value
-                    if result.ok:
-                        self._store(key, result)
-                else:
-                    result = MoleculeResult(
-                        "failed", canonical=job.canonical, kind=kind, reason=outcome.failed
-                    )
-                for i in todo[key]:
-                    results[i] = result
-        # copies: a caller that edits a result's values cannot change the cached one
-        return [_with_input(r, s) for r, s in zip(results, smiles)]  # type: ignore[arg-type]
+            for i in todo[key]:
+                results[i] = result
+        return results  # type: ignore[return-value]
 
     def reaction_energy(self, reagents: list[str], products: list[str]) -> ReactionEnergy:
         """GFN2-xTB energy of ``reagents -> products``, products minus reagents, each molecule
@@ -374,10 +448,11 @@ class MoleculeEngine:
         return reaction_energy(self, reagents, products)
 
     def clear_cache(self) -> None:
-        """Forget every result and the screening memo (the next call starts cold)."""
+        """Forget every result, answer and screening (the next call starts cold)."""
         with self._lock:
             self._cache.clear()
             self._memo.clear()
+            self._hits.clear()
 
     def close(self) -> None:
         self.pool.close()
@@ -418,16 +493,28 @@ def _short(smiles: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _with_input(result: MoleculeResult, smiles: Any) -> MoleculeResult:
-    """A copy of ``result`` for the input as written (its own ``values`` and arrays).
-
-    Fields are copied straight into the new instance's ``__dict__`` (what
-    :func:`dataclasses.replace` does through ``__init__``, at a third of its cost: this is
-    most of a cache hit)."""
+def _for_input(result: MoleculeResult, smiles: Any) -> MoleculeResult:
+    """``result`` for the input as written: itself where its ``smiles`` is that input
+    already, else a shallow copy with that ``smiles`` (``values`` and ``structure`` are
+    read-only, so the copy shares them). Fields go straight into the new instance's
+    ``__dict__`` (what :func:`dataclasses.replace` does through ``__init__``, at a third
+    of its cost)."""
+    short = _short(smiles)
+    if result.smiles == short:
+        return result
     copy = object.__new__(MoleculeResult)
     fields = copy.__dict__
     fields.update(result.__dict__)
-    fields["smiles"] = _short(smiles)
-    fields["values"] = dict(result.values)
-    fields["structure"] = {name: array.copy() for name, array in result.structure.items()}
+    fields["smiles"] = short
     return copy
+
+
+def _frozen(result: MoleculeResult) -> MoleculeResult:
+    """``result`` (fresh from a worker: the caller's own copy) made read-only in place:
+    ``values`` and ``structure`` as :class:`ReadOnlyDict`, the arrays not writeable."""
+    fields = result.__dict__
+    fields["values"] = ReadOnlyDict(result.values)
+    for array in result.structure.values():
+        array.flags.writeable = False
+    fields["structure"] = ReadOnlyDict(result.structure)
+    return result

@@ -1,5 +1,4 @@
-"""A pool of worker processes that measures molecules one at a time, each with a
-timeout.
+"""A pool of worker processes that measures molecules, each with its own timeout.
 
 ``MoleculePool(n_workers).map(function, jobs, timeout_s)`` runs ``function(job)`` for
 every job in the workers and returns one :class:`Outcome` per job, in order:
@@ -13,6 +12,16 @@ every job in the workers and returns one :class:`Outcome` per job, in order:
   to answer (for jobs of a few milliseconds, where the trip is a tenth of the job); the
   per-job rules below are the same, and queued jobs that never started when a worker is
   lost go back to the queue untouched (they are not retries);
+- with ``chunk=k`` up to ``k`` consecutive jobs (in dispatch order) travel to a worker in
+  one message and come back in one reply (one round trip, one wake-up of the caller and
+  one pickled function for ``k`` jobs of a few milliseconds); fewer where the batch is
+  small, so that every worker gets at least :data:`MESSAGES_PER_WORKER` messages and they
+  finish together. Each job of a chunk keeps its own timeout (the worker clocks it; one
+  that ran past ``timeout_s`` is failed as below). A chunk whose worker died or stalled
+  (past ``timeout_s`` for each of its jobs) has its jobs run again one per message, so
+  that the job that crashed or stalled the worker is failed alone, with its reason, and
+  the rest are measured (a job is a pure function of its input: running it again gives
+  the same value);
 - a job's clock starts when its worker has received it (a fresh worker's start-up and
   its ``initializer``, imports say, do not count; they have ``startup_timeout_s``);
 - a job that runs past ``timeout_s`` has its worker killed; the job is ``failed`` with
@@ -30,8 +39,8 @@ what :mod:`labtwin.isolation` wants of spawn (nothing inherited from the caller:
 locks, thread pools or CUDA contexts) while a replacement worker starts in milliseconds
 rather than re-importing labtwin, torch and RDKit for seconds; where there is no
 forkserver (Windows), workers are spawned. Workers run with ``OMP_NUM_THREADS=1``, set
-before tblite loads, so that xTB's sums are reproducible. A job is not retried: with
-one molecule per job, a retry would only run the same molecule into the same wall.
+before tblite loads, so that xTB's sums are reproducible. A job that failed alone is not retried: a retry would only run the same molecule into the
+same wall.
 """
 
 from __future__ import annotations
@@ -65,6 +74,14 @@ def _context() -> multiprocessing.context.BaseContext:
 
 _CONTEXT = _context()
 _STARTED = pickle.dumps(("started",))
+#: with ``chunk``, a batch is cut into at least this many messages per worker (chunks
+#: smaller than ``chunk`` where needed), so that no worker finishes long before the others
+MESSAGES_PER_WORKER = 4
+
+
+def timed_out(timeout_s: float) -> str:
+    """The reason of a job that ran past its timeout (the caller's or its worker's clock)."""
+    return f"the measurement timed out after {timeout_s:g} s"
 
 
 @dataclass(frozen=True)
@@ -83,7 +100,8 @@ class Outcome:
 class _Worker:
     process: multiprocessing.process.BaseProcess
     conn: multiprocessing.connection.Connection
-    jobs: list[int] = field(default_factory=list)  # indices of the jobs it holds, in order
+    #: the messages it holds, in order: each the indices of the jobs it carried (a chunk)
+    jobs: list[list[int]] = field(default_factory=list)
     deadline: float = 0.0  # monotonic time by which it must answer for jobs[0]
     started: bool = False  # jobs[0] has reached the worker (its own clock runs)
 
@@ -116,12 +134,16 @@ class MoleculePool:
         timeout_s: float,
         costs: Sequence[float] | None = None,
         prefetch: int = 0,
+        chunk: int = 1,
     ) -> list[Outcome]:
         """``function(job)`` for each job in the workers (``function`` must pickle by
         reference: a module-level function); costliest job first where ``costs`` are
-        given, up to ``prefetch`` jobs queued per worker (see the module docs)."""
+        given, up to ``prefetch`` messages queued per worker, up to ``chunk`` jobs a
+        message (see the module docs)."""
         if prefetch < 0:
             raise ValueError(f"prefetch must be at least 0, got {prefetch}")
+        if chunk < 1:
+            raise ValueError(f"chunk must be at least 1, got {chunk}")
         jobs = list(jobs)
         order = list(range(len(jobs)))
         if costs is not None:
@@ -131,7 +153,9 @@ class MoleculePool:
         with self._lock:
             if self._owner_pid != os.getpid():  # a forked copy: the workers are not ours
                 self._idle, self._owner_pid = [], os.getpid()
-            return self._run(function, jobs, order, float(timeout_s), 1 + int(prefetch))
+            size = min(int(chunk), -(-len(jobs) // (MESSAGES_PER_WORKER * self.n_workers)))
+            chunks = [order[i : i + size] for i in range(0, len(order), max(size, 1))]
+            return self._run(function, jobs, chunks, float(timeout_s), 1 + int(prefetch))
 
     def worker_pids(self) -> list[int]:
         """Process ids of the idle workers (for tests that kill one from outside)."""
@@ -151,27 +175,32 @@ class MoleculePool:
     # ---- one batch ---------------------------------------------------------------------
 
     def _run(
-        self, function: Callable, jobs: list[Any], order: list[int], timeout_s: float, depth: int
+        self,
+        function: Callable,
+        jobs: list[Any],
+        chunks: list[list[int]],
+        timeout_s: float,
+        depth: int,
     ) -> list[Outcome]:
         outcomes: list[Outcome | None] = [None] * len(jobs)
         errors: list[tuple[int, BaseException, str]] = []
-        waiting = order[::-1]  # pop() takes the next job in dispatch order
+        waiting = chunks[::-1]  # pop() takes the next message in dispatch order
         busy: list[_Worker] = []
         try:
             while waiting or busy:
-                self._dispatch(function, jobs, waiting, busy, depth)
+                self._dispatch(function, jobs, waiting, busy, depth, timeout_s)
                 now = time.monotonic()
                 wait_s = max(0.0, min(w.deadline for w in busy) - now)
                 handles = [w.conn for w in busy] + [w.process.sentinel for w in busy]
                 ready = set(multiprocessing.connection.wait(handles, wait_s))
                 for worker in list(busy):
-                    for index, outcome in self._check(worker, ready, timeout_s, errors):
+                    for index, outcome in self._check(worker, ready, timeout_s, errors, waiting):
                         outcomes[index] = outcome
                     if not worker.jobs:
                         busy.remove(worker)
                         if worker.process.exitcode is None and not worker.conn.closed:
                             self._idle.append(worker)
-                    elif worker.conn.closed:  # lost with jobs queued that never started
+                    elif worker.conn.closed:  # lost with messages queued that never started
                         busy.remove(worker)
                         waiting.extend(worker.jobs[::-1])  # next in line, in order
         except BaseException:  # interrupted: the busy workers' state is unknown
@@ -187,12 +216,13 @@ class MoleculePool:
         self,
         function: Callable,
         jobs: list[Any],
-        waiting: list[int],
+        waiting: list[list[int]],
         busy: list[_Worker],
         depth: int,
+        timeout_s: float,
     ) -> None:
-        """Give waiting jobs to workers: a new worker while fewer than ``n_workers`` are
-        busy, then queue on the least loaded one up to ``depth`` jobs each."""
+        """Give waiting messages to workers: a new worker while fewer than ``n_workers``
+        are busy, then queue on the least loaded one up to ``depth`` messages each."""
         while waiting:
             if len(busy) < self.n_workers:
                 worker = self._take_worker()
@@ -201,13 +231,13 @@ class MoleculePool:
                 worker = min(busy, key=lambda w: len(w.jobs))
                 if len(worker.jobs) >= depth:
                     return
-            index = waiting.pop()
-            payload = pickle.dumps((function, jobs[index]))
+            indices = waiting.pop()
+            payload = pickle.dumps((function, [jobs[i] for i in indices], timeout_s))
             try:
                 worker.conn.send_bytes(payload)
             except OSError:  # a worker killed from outside while idle: use a new one
                 if worker.jobs:  # it holds jobs: its sentinel will tell what became of them
-                    waiting.append(index)
+                    waiting.append(indices)
                     return
                 _stop(worker)
                 busy.remove(worker)
@@ -217,7 +247,7 @@ class MoleculePool:
             if not worker.jobs:
                 worker.started = False
                 worker.deadline = time.monotonic() + self.startup_timeout_s
-            worker.jobs.append(index)
+            worker.jobs.append(indices)
 
     def _check(
         self,
@@ -225,10 +255,12 @@ class MoleculePool:
         ready: set,
         timeout_s: float,
         errors: list[tuple[int, BaseException, str]],
+        waiting: list[list[int]],
     ) -> list[tuple[int, Outcome]]:
         """Outcomes of a busy worker's jobs available now, by job index. A worker that is
         lost (crashed, timed out, did not start) is stopped with its connection closed; its
-        first job gets the outcome and the rest stay in ``worker.jobs`` unstarted."""
+        first message's job gets the outcome, or, for a chunk of several jobs, they go back
+        to ``waiting`` one per message; the rest stay in ``worker.jobs`` unstarted."""
         done: list[tuple[int, Outcome]] = []
         ended = worker.process.sentinel in ready
         if worker.conn in ready:
@@ -242,33 +274,41 @@ class MoleculePool:
                     break
                 if reply[0] == "started":
                     worker.started = True
-                    worker.deadline = time.monotonic() + timeout_s
+                    worker.deadline = time.monotonic() + timeout_s * len(worker.jobs[0])
                     continue
-                index = worker.jobs.pop(0)
+                indices = worker.jobs.pop(0)
                 worker.started = False
                 worker.deadline = time.monotonic() + self.startup_timeout_s
                 if reply[0] == "error":
-                    errors.append((index, reply[1], reply[2]))
-                    done.append(
-                        (index, Outcome(failed="the measurement raised (re-raised in the caller)"))
-                    )
+                    _, err, text, position = reply
+                    errors.append((indices[position], err, text))
+                    failed = Outcome(failed="the measurement raised (re-raised in the caller)")
+                    done.extend((index, failed) for index in indices)
                 else:
-                    done.append((index, Outcome(value=reply[1])))
+                    late = set(reply[2])  # ran past the timeout on the worker's clock
+                    for k, (index, value) in enumerate(zip(indices, reply[1])):
+                        outcome = (
+                            Outcome(failed=timed_out(timeout_s)) if k in late else Outcome(value)
+                        )
+                        done.append((index, outcome))
             if not worker.jobs:
                 return done
         if ended:
             worker.process.join(5.0)
-            reason = crash_reason(worker.process.exitcode)
-            _stop(worker)
-            done.append((worker.jobs.pop(0), Outcome(failed=reason)))
-            return done
-        if time.monotonic() >= worker.deadline:
-            _stop(worker)
+            failed = crash_reason(worker.process.exitcode)
+        elif time.monotonic() >= worker.deadline:
             if worker.started:
-                failed = f"the measurement timed out after {timeout_s:g} s"
+                failed = timed_out(timeout_s)
             else:
                 failed = f"the worker process did not start within {self.startup_timeout_s:g} s"
-            done.append((worker.jobs.pop(0), Outcome(failed=failed)))
+        else:
+            return done
+        _stop(worker)
+        indices = worker.jobs.pop(0)
+        if len(indices) == 1:
+            done.extend((index, Outcome(failed=failed)) for index in indices)
+        else:  # which job of the chunk was it? each again alone, next in line
+            waiting.extend([index] for index in indices[::-1])
         return done
 
     def _take_worker(self) -> _Worker:
@@ -299,7 +339,9 @@ def _stop(worker: _Worker, grace_s: float = 0.0) -> None:
 def _serve(
     conn: multiprocessing.connection.Connection, initializer: Callable[[], None] | None
 ) -> None:
-    """A worker's loop: receive a job, say it started, run it, send back the result.
+    """A worker's loop: receive a message of jobs, say it started, run them one after
+    another, each on its own clock, and send back their results in one reply, with the
+    positions of the jobs that ran past the timeout.
 
     ``initializer`` (imports, tables) runs first, on the start-up clock."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the caller, which ends us
@@ -311,17 +353,26 @@ def _serve(
             data = conn.recv_bytes()
         except EOFError:
             return
+        position = 0
         try:
-            function, job = pickle.loads(data)
+            function, jobs, timeout_s = pickle.loads(data)
             conn.send_bytes(_STARTED)
-            reply = pickle.dumps(("done", function(job)))
+            values, late = [], []
+            for position, job in enumerate(jobs):
+                start = time.monotonic()
+                values.append(function(job))
+                if time.monotonic() - start > timeout_s:
+                    late.append(position)
+                    values[-1] = None
+            reply = pickle.dumps(("done", values, late))
         except Exception as err:  # noqa: BLE001 - re-raised in the caller
             text = traceback.format_exc()
             try:
-                reply = pickle.dumps(("error", err, text))
+                reply = pickle.dumps(("error", err, text, position))
                 pickle.loads(reply)
             except Exception:  # noqa: BLE001 - an exception that does not round-trip
-                reply = pickle.dumps(("error", RuntimeError(f"{type(err).__name__}: {err}"), text))
+                error = RuntimeError(f"{type(err).__name__}: {err}")
+                reply = pickle.dumps(("error", error, text, position))
         conn.send_bytes(reply)
 
 

@@ -73,8 +73,32 @@ def test_a_raw_string_hit_equals_the_canonical_result(pair) -> None:
     assert (engine.screened, engine.computed) == (screened + 1, computed)
     assert again == spelled and again.smiles == "OCC" and again.canonical == "CCO"
     assert replace(again, smiles="CCO") == canonical
-    again.values["logp"] = 99.0  # the caller's copy; the cache keeps its own
+    with pytest.raises(TypeError, match="read-only"):  # the stored answer itself: no copy
+        again.values["logp"] = 99.0
     assert engine.measure(["OCC"], "descriptors")[0] == spelled
+
+
+def test_strings_seen_before_are_answered_with_the_stored_results(pair) -> None:
+    """A batch of strings seen before (bad ones included) gets the very results returned
+    before: nothing screened or measured, nothing copied; new settings start afresh."""
+    engine, _ = pair
+    engine.clear_cache()
+    batch = ["CCO", "OCC", "C1CC", "CCO", "c1ccccc1O"]
+    first = engine.measure(batch, "descriptors")
+    screened, computed = engine.screened, engine.computed
+    again = engine.measure(batch[::-1], "descriptors")
+    assert (engine.screened, engine.computed) == (screened, computed)
+    assert all(a is b for a, b in zip(again, first[::-1]))
+    assert again[2].status == "invalid" and again[0].smiles == "c1ccccc1O"
+    (xtb,) = engine.measure(["CCO"], "xtb")  # another kind: its own answer
+    assert xtb.kind == "xtb" and engine.computed == computed + 1
+    engine.settings = replace(engine.settings)  # an equal settings object
+    try:
+        (hit,) = engine.measure(["OCC"], "descriptors")
+    finally:
+        engine.settings = replace(engine.settings)
+    assert hit is not first[1] and hit == first[1]  # from the result cache, not the answers
+    assert engine.computed == computed + 1
 
 
 def test_spellings_of_one_molecule_share_one_canonical_entry(pair) -> None:
