@@ -215,26 +215,41 @@ class Campaign:
 
     def repeats_of(self, experiment: dict[str, Any] | None) -> list[Measurement]:
         """The ``ok`` experiment measurements so far of an equal experiment, in order (what
-        :func:`score_of` pools), from an index kept up to date as the history grows."""
+        :func:`score_of` pools), from an index kept up to date as the history grows.
+
+        The index maps an experiment's hash to its measurement (a list once there are more
+        of one hash), so it keeps no object per record for the collector to walk; a lookup
+        keeps those whose experiment compares equal, as :func:`score_of` compares them."""
         history = self.history
         if len(history) < self._indexed:  # history was replaced: index it again
             self._indexed, self._index, self._unindexed = 0, {}, False
         asked, asked_key = self._asked
+        index = self._index
         for record in history[self._indexed :]:
             m = record.measurement
-            if record.kind == "experiment" and m.ok:
+            if record.kind == "experiment" and m.status == "ok":
                 # the experiment is mostly the one asked about last (its key is known)
                 key = asked_key if m.experiment is asked else _experiment_key(m.experiment)
                 if key is None:
                     self._unindexed = True
+                    continue
+                found = index.get(key)
+                if found is None:
+                    index[key] = m
+                elif type(found) is list:
+                    found.append(m)
                 else:
-                    self._index.setdefault(key, []).append(m)
+                    index[key] = [found, m]
         self._indexed = len(history)
         key = _experiment_key(experiment)
         self._asked = (experiment, key)
         if key is None or self._unindexed:
             return [m for m in self.measurements() if m.ok and m.experiment == experiment]
-        return list(self._index.get(key, ()))
+        found = index.get(key)
+        if found is None:
+            return []
+        found = found if type(found) is list else [found]
+        return [m for m in found if m.experiment == experiment]
 
     def measurements(self) -> list[Measurement]:
         """Measurements of the campaign's experiments, in order (what analysis tools see)."""
@@ -245,10 +260,10 @@ class Campaign:
         return integer_below(self.rng, _SEED_LIMIT)
 
 
-def _experiment_key(experiment: Any) -> frozenset | None:
-    """A hashable key equal for equal experiment dicts (None where a value is unhashable)."""
+def _experiment_key(experiment: Any) -> int | None:
+    """A hash equal for equal experiment dicts (None where a value is unhashable)."""
     try:
-        return frozenset(experiment.items())
+        return hash(frozenset(experiment.items()))
     except (AttributeError, TypeError):
         return None
 
@@ -628,26 +643,29 @@ class CampaignBatch:
         since the last look, the header's remaining budget, and (for a new campaign, or
         when its public conditions changed) its conditions, as :func:`observation` would."""
         task, obs = self.task, self._obs
-        width, n_act = obs.shape[2], _n_actions(task)
+        width, n_act, budget = obs.shape[2], _n_actions(task), task.budget
         public_of = _public_getter(task)
-        row_at: list[tuple[int, int]] = []
+        campaigns, shown_of = self.campaigns, self._shown
+        row_slots: list[int] = []
+        row_index: list[int] = []
         rows: list[Record] = []
         head_at: list[int] = []
         heads: list[float] = []
         for slot in slots:
-            campaign, shown = self.campaigns[slot], self._shown[slot]
+            campaign, shown = campaigns[slot], shown_of[slot]
             if campaign is None or campaign is not shown.campaign:
                 obs[slot] = 0.0
                 shown.__init__(campaign)
                 if campaign is None:
                     continue
             history = campaign.history
+            seen = len(history)
             public = public_of(campaign.conditions)
-            if len(history) == shown.seen and public == shown.public:
+            if seen == shown.seen and public == shown.public:
                 continue  # nothing new
-            if len(history) < shown.seen:  # history was replaced: draw it again
+            if seen < shown.seen:  # history was replaced: draw it again
                 obs[slot] = observation(task, campaign)
-                shown.seen = len(history)
+                shown.seen = seen
                 shown.written = sum(r.budgeted for r in history)
                 shown.public = public
                 continue
@@ -655,19 +673,20 @@ class CampaignBatch:
                 conditions = _clean(task.condition_vector(campaign.conditions))
                 obs[slot, 0, 1 : 1 + len(conditions)] = conditions
                 shown.public = public
-            for record in history[shown.seen :]:
-                if not record.budgeted:
+            new = (history[-1],) if seen == shown.seen + 1 else history[shown.seen :]
+            for record in new:
+                if record.kind == "analysis":  # not budgeted: no row
                     continue
-                if shown.written < task.budget:
-                    row_at.append((slot, shown.written + 1))
+                if shown.written < budget:
+                    row_slots.append(slot)
+                    row_index.append(shown.written + 1)
                     rows.append(record)
                 shown.written += 1
-            shown.seen = len(history)
+            shown.seen = seen
             head_at.append(slot)
-            heads.append(campaign.remaining / task.budget)
+            heads.append((budget - campaign.experiments) / budget)
         if rows:
-            at = np.array(row_at)
-            obs[at[:, 0], at[:, 1]] = _clean(_history_rows(task, rows, width, n_act))
+            obs[row_slots, row_index] = _clean(_history_rows(task, rows, width, n_act))
         if heads:
             obs[head_at, 0, 0] = _clean(np.array(heads, dtype=np.float64))
 
