@@ -14,11 +14,13 @@ with c = -V0 / (2 gamma2). Forces need dE/dsigma1 of both atoms of a pair, so a 
 (``density``) computes it per atom and a second (``forces``) the forces and the per-atom
 virial 1/2 sum_j (dE/dr / r) d d^T (d = x_j - x_i).
 
-Neighbour lists are full (each pair once per atom) and rows hold the image displacement d
-itself, found by looping over every periodic image within the cutoff (cells smaller than
-twice the cutoff see several images of one atom, and of themselves). Each thread writes only
-its own atom, and rows come out in a fixed order (neighbour index, then image), so results do
-not depend on the batch. Per-system sums are taken in float64 by one thread per system.
+Neighbour lists are the shared ones (:class:`labtwin.simulators.neighbours.NeighbourLists`,
+full rows in its shift encoding): each entry is a neighbour j and the integer image n of it,
+found by visiting every periodic image within the list radius (cells smaller than twice the
+cutoff see several images of one atom, and of themselves); the separation is x_j - x_i + n h
+from the never-wrapped positions. Each thread writes only its own atom, and rows come out in
+a fixed order (neighbour index, then image), so results do not depend on the batch, the skin
+or when lists were rebuilt. Per-system sums are taken in float64 by one thread per system.
 Cells marked inactive (``active[s] == 0``: converged cells of a relaxation) are skipped and
 keep their last results.
 
@@ -39,7 +41,8 @@ import warp as wp
 #: columns of the per-atom parameter table (``par``)
 P_E0, P_S0, P_V0, P_ETA2, P_KAPPA, P_LAMBDA, P_N0, P_INV12GAMMA1, P_NEGHALFV0OVERGAMMA2 = range(9)
 N_PAR = 9
-#: columns of the per-system cutoff table (``cut``): midpoint rc, slope acut, list radius (Å)
+#: columns of the per-system cutoff table (``cut``): midpoint rc, slope acut, list radius (Å);
+#: pairs beyond the list radius contribute nothing (the neighbour rows add a skin to it)
 C_RC, C_ACUT, C_RLIST = range(3)
 #: beta = (16 pi / 3)^(1/3) / sqrt(2), with ASE's historical rounding
 BETA = 1.809
@@ -52,118 +55,6 @@ def make_kernels(scalar: type) -> SimpleNamespace:
     mat33 = wp.types.matrix((3, 3), scalar)
     module = f"labtwin_materials_emt_{scalar.__name__}"
     beta = scalar(BETA)
-
-    @wp.kernel(enable_backward=False, module=module)
-    def check_lists(
-        x: wp.array(dtype=vec3),
-        sys_start: wp.array(dtype=wp.int32),
-        active: wp.array(dtype=wp.int32),
-        cell: wp.array(dtype=mat33),
-        x_ref: wp.array(dtype=vec3),
-        cell_ref: wp.array(dtype=mat33),
-        cut: wp.array2d(dtype=scalar),
-        skin: scalar,
-        rebuild: wp.array(dtype=wp.int32),
-    ):
-        # With cell = cell_ref M and y_i = x_i M^-1, a pair's separation is (d_ref + dy) M,
-        # |dy| <= 2 max |y_i - x_ref_i| and |v M| >= (1 - |M - I|_F) |v|; so no pair left
-        # out of lists built to rc_list + skin can be inside rc_list while
-        # (1 - |M - I|_F) (rc_list + skin - 2 max |y - x_ref|) > rc_list.
-        s = wp.tid()
-        if active[s] == 0:
-            return
-        if rebuild[s] != 0:
-            return
-        m = wp.inverse(cell_ref[s]) * cell[s]
-        m_inv = wp.inverse(m)
-        strain = scalar(0.0)
-        for a in range(3):
-            for b in range(3):
-                e = m[a, b]
-                if a == b:
-                    e = e - scalar(1.0)
-                strain += e * e
-        moved = scalar(0.0)
-        for i in range(sys_start[s], sys_start[s + 1]):
-            dy = x[i] * m_inv - x_ref[i]
-            moved = wp.max(moved, wp.dot(dy, dy))
-        r_list = cut[s, C_RLIST]
-        margin = (scalar(1.0) - wp.sqrt(strain)) * (r_list + skin - scalar(2.0) * wp.sqrt(moved))
-        if not (margin > r_list):
-            rebuild[s] = 1
-
-    @wp.kernel(enable_backward=False, module=module)
-    def neighbours(
-        x: wp.array(dtype=vec3),
-        atom_sys: wp.array(dtype=wp.int32),
-        active: wp.array(dtype=wp.int32),
-        sys_start: wp.array(dtype=wp.int32),
-        cell: wp.array(dtype=mat33),
-        cut: wp.array2d(dtype=scalar),
-        skin: scalar,
-        rebuild: wp.array(dtype=wp.int32),
-        x_ref: wp.array(dtype=vec3),
-        cell_ref: wp.array(dtype=mat33),
-        nbr: wp.array2d(dtype=wp.int32),
-        nbr_shift: wp.array2d(dtype=wp.vec3i),
-        nbr_count: wp.array(dtype=wp.int32),
-        overflow: wp.array(dtype=wp.int32),
-    ):
-        # every image j + n h (n integer) with |d| < rc_list + skin, rows ordered by (j, n).
-        # The fractional separation is first reduced to [-1/2, 1/2] (by m), after which
-        # |n_k + m_k| <= 1/2 + r |b_k| (b_k the reciprocal columns: 1 / plane spacing); along
-        # the third axis only the shifts between the roots of |p + c h_2|^2 = r^2 are tried.
-        i = wp.tid()
-        s = atom_sys[i]
-        if active[s] == 0:
-            return
-        if rebuild[s] == 0:
-            return
-        h = cell[s]
-        hinv = wp.inverse(h)
-        r_list = cut[s, C_RLIST] + skin
-        r2max = r_list * r_list
-        n_img = wp.vec3i(0, 0, 0)
-        for k in range(3):
-            bk = wp.sqrt(
-                hinv[0, k] * hinv[0, k] + hinv[1, k] * hinv[1, k] + hinv[2, k] * hinv[2, k]
-            )
-            n_img[k] = int(wp.floor(r_list * bk + scalar(0.5) + scalar(1e-6)))
-        h2 = h[2]
-        h2h2 = wp.dot(h2, h2)
-        capacity = nbr.shape[1]
-        n = int(0)  # noqa: UP018 - Warp needs int() for a variable mutated in loops
-        xi = x[i]
-        x_ref[i] = xi
-        if i == sys_start[s]:
-            cell_ref[s] = h
-        for j in range(sys_start[s], sys_start[s + 1]):
-            fr = (x[j] - xi) * hinv
-            m = wp.vec3i(int(wp.round(fr[0])), int(wp.round(fr[1])), int(wp.round(fr[2])))
-            d0 = x[j] - xi - (scalar(m[0]) * h[0] + scalar(m[1]) * h[1] + scalar(m[2]) * h[2])
-            for a in range(-n_img[0], n_img[0] + 1):
-                for b in range(-n_img[1], n_img[1] + 1):
-                    p = d0 + scalar(a) * h[0] + scalar(b) * h[1]
-                    pb = wp.dot(p, h2)
-                    disc = pb * pb - h2h2 * (wp.dot(p, p) - r2max)
-                    if disc < scalar(0.0):
-                        continue
-                    root = wp.sqrt(disc)
-                    c_lo = wp.max(int(wp.floor((-pb - root) / h2h2)), -n_img[2])
-                    c_hi = wp.min(int(wp.ceil((-pb + root) / h2h2)), n_img[2])
-                    for c in range(c_lo, c_hi + 1):
-                        if j == i and a == 0 and b == 0 and c == 0:
-                            continue
-                        d = p + scalar(c) * h2
-                        if wp.dot(d, d) < r2max:
-                            if n < capacity:
-                                nbr[i, n] = j
-                                nbr_shift[i, n] = wp.vec3i(a - m[0], b - m[1], c - m[2])
-                            n += 1
-        if n > capacity:
-            wp.atomic_max(overflow, 0, n)
-            n = capacity
-        nbr_count[i] = n
 
     @wp.func
     def separation(x: wp.array(dtype=vec3), i: int, j: int, shift: wp.vec3i, h: mat33) -> vec3:

@@ -41,6 +41,7 @@ import numpy as np
 # one Warp start-up and device choice for every engine (the MD kernels' own)
 from labtwin.simulators.md.lj_warp import _warp, default_device
 from labtwin.simulators.md.state import MDState
+from labtwin.simulators.neighbours import NeighbourLists
 
 Cutoff = Literal["ase", "asap"]
 
@@ -307,7 +308,7 @@ class WarpEMT:
                 )
         density = batch.atoms_per_system() / batch.volumes()
         expected = density * 4.0 / 3.0 * np.pi * (cut[:, 2] + self.skin) ** 3
-        self.capacity = int(np.ceil(1.3 * expected.max())) + 16
+        capacity = int(np.ceil(1.3 * expected.max())) + 17  # entries + the scratch slot
 
         def arr(values: np.ndarray, dtype: Any) -> Any:
             return wp.array(values, dtype=dtype, device=self.device)
@@ -319,28 +320,37 @@ class WarpEMT:
         self.sys_start = arr(start, wp.int32)
         self.cut = arr(cut.astype(dtype), s)
         self.par = arr(par.astype(dtype), s)
-        self.nbr_count = wp.zeros(self.n_atoms, dtype=wp.int32, device=d)
-        self.x_ref = wp.zeros_like(self.x)
-        self.cell_ref = wp.zeros_like(self.cell)
-        self.rebuild = wp.ones(self.n_systems, dtype=wp.int32, device=d)
         self.active = wp.ones(self.n_systems, dtype=wp.int32, device=d)  # cells evaluated
-        self.overflow = wp.zeros(1, dtype=wp.int32, device=d)
         self.atom_energy = wp.zeros(self.n_atoms, dtype=s, device=d)
         self.deds = wp.zeros(self.n_atoms, dtype=s, device=d)
         self.f = wp.zeros(self.n_atoms, dtype=self.vec3, device=d)
         self.atom_virial = wp.zeros(self.n_atoms, dtype=self.mat33, device=d)
         self.energy = wp.zeros(self.n_systems, dtype=wp.float64, device=d)
         self.virial = wp.zeros(self.n_systems, dtype=wp.mat33d, device=d)
-        self._allocate_lists()
+        # full rows of (j, image) pairs from the never-wrapped positions, rebuilt per cell by
+        # the displacement-and-strain skin test (labtwin.simulators.neighbours)
+        self.lists = NeighbourLists(
+            self.x,
+            self.atom_sys,
+            self.sys_start,
+            batch.cell,
+            np.ones(self.n_systems, dtype=bool),
+            cut[:, 2],
+            self.skin,
+            half=False,
+            packed=False,
+            capacity=capacity,
+            cell=self.cell,
+            active=self.active,
+            device=d,
+        )
+        self._allocate_pairs()
 
-    def _allocate_lists(self) -> None:
-        wp = self.wp
-        shape = (self.n_atoms, self.capacity)
-        # written before they are read (rows up to nbr_count, pair terms of pairs in range)
-        self.nbr = wp.empty(shape, dtype=wp.int32, device=self.device)
-        self.nbr_shift = wp.empty(shape, dtype=wp.vec3i, device=self.device)
+    def _allocate_pairs(self) -> None:
+        # per-pair terms, one per row entry; written before they are read (pairs in range)
+        shape = (self.n_atoms, self.lists.capacity)
         self.pair_self, self.pair_other, self.pair_direct = (
-            wp.empty(shape, dtype=self.scalar, device=self.device) for _ in range(3)
+            self.wp.empty(shape, dtype=self.scalar, device=self.device) for _ in range(3)
         )
 
     def _launch(self, kernel: Any, dim: int, inputs: list[Any]) -> None:
@@ -349,47 +359,13 @@ class WarpEMT:
     def _evaluate_launches(self, rebuild_all: bool) -> None:
         """Neighbour lists (all, or those of cells that moved too far), then energies, forces
         and virials of every cell (no host sync)."""
-        k, skin = self.kernels, self.scalar(self.skin)
+        k = self.kernels
         if rebuild_all:
-            self.rebuild.fill_(1)
+            self.lists.launch_flags(1)
         else:
-            self.rebuild.zero_()
-            self._launch(
-                k.check_lists,
-                self.n_systems,
-                [
-                    self.x,
-                    self.sys_start,
-                    self.active,
-                    self.cell,
-                    self.x_ref,
-                    self.cell_ref,
-                    self.cut,
-                    skin,
-                    self.rebuild,
-                ],
-            )
-        self._launch(
-            k.neighbours,
-            self.n_atoms,
-            [
-                self.x,
-                self.atom_sys,
-                self.active,
-                self.sys_start,
-                self.cell,
-                self.cut,
-                skin,
-                self.rebuild,
-                self.x_ref,
-                self.cell_ref,
-                self.nbr,
-                self.nbr_shift,
-                self.nbr_count,
-                self.overflow,
-            ],
-        )
-        lists = [self.nbr, self.nbr_shift, self.nbr_count]
+            self.lists.launch_check(self._launch)
+        self.lists.launch_build(self._launch)
+        lists = [self.lists.nbr, self.lists.nbr_shift, self.lists.nbr_count]
         pairs = [self.pair_self, self.pair_other, self.pair_direct]
         geometry = [self.x, self.atom_sys, self.active, self.cell, self.cut]
         self._launch(
@@ -415,21 +391,24 @@ class WarpEMT:
             ],
         )
 
+    def resize_lists(self, capacity: int) -> None:
+        """Neighbour rows (and per-pair arrays) of ``capacity`` entries + 1; :meth:`evaluate`
+        rebuilds them (and grows them again where a row overflows)."""
+        self.lists.resize(capacity)
+        self._allocate_pairs()
+
     def grow_on_overflow(self) -> bool:
-        """True (after enlarging the neighbour lists, which must then all be rebuilt) if the
-        last lists overflowed."""
-        needed = int(self.overflow.numpy()[0])
-        if needed == 0:
+        """True (after enlarging the neighbour rows and the per-pair arrays, which must then
+        all be rebuilt) if the last lists overflowed."""
+        if not self.lists.grow_on_overflow():
             return False
-        self.capacity = int(needed * 1.25) + 8
-        self._allocate_lists()
-        self.overflow.zero_()
+        self._allocate_pairs()
         return True
 
     def evaluate(self) -> EMTResult:
         """Energies, forces and stresses of every cell at the current positions and cells
         (every neighbour list rebuilt)."""
-        self.overflow.zero_()
+        self.lists.overflow.zero_()
         self._evaluate_launches(rebuild_all=True)
         while self.grow_on_overflow():
             self._evaluate_launches(rebuild_all=True)
@@ -572,7 +551,7 @@ def relax_emt(
         norms = np.linalg.norm(fg.numpy().astype(np.float64), axis=1)
         return np.maximum.reduceat(norms, gen_start[:-1])
 
-    engine.overflow.zero_()
+    engine.lists.overflow.zero_()
     forces_at_xg(rebuild_all=True)
     while engine.grow_on_overflow():
         forces_at_xg(rebuild_all=True)

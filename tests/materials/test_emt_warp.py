@@ -223,10 +223,9 @@ def test_neighbour_lists_grow_when_a_cell_is_compressed() -> None:
     squeezed = atoms.copy()
     squeezed.set_cell(atoms.cell[:] * (1 / 3) ** (1 / 3), scale_atoms=True)
     engine = WarpEMT([atoms, squeezed])
-    engine.capacity = 80  # enough for the first cell (78 neighbours), not the second
-    engine._allocate_lists()
+    engine.resize_lists(80)  # enough for the first cell (78 neighbours), not the second
     result = engine.evaluate()
-    assert engine.capacity > 200
+    assert engine.lists.capacity > 200
     energy, forces, stress = ase_results(squeezed)
     assert abs(result.energy[1] - energy) / 4 < E64_EV_ATOM * 10
     assert np.abs(result.stress[1] - stress).max() < S64_EV_A3 * 10
