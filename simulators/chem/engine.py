@@ -96,6 +96,9 @@ CHUNK = {"descriptors": 8, "xtb": 1}
 #: screened in the workers (parse, canonicalise, check: 0.5 ms a drug-sized SMILES, an
 #: eighth of a descriptor measurement, that the caller would otherwise do alone first)
 SCREEN_IN_WORKERS = 4
+#: strings one screening message to a worker carries, at most (guided: fewer as the batch
+#: goes, see :mod:`~labtwin.simulators.chem.workers`)
+SCREEN_CHUNK = 16
 _ONLY_STR = frozenset({str})
 
 
@@ -286,11 +289,12 @@ class MoleculeEngine:
         return screen_one(smiles, self.settings.limits)
 
     def _screen_in_workers(self, smiles: list[Any]) -> dict[str, Screened | MoleculeResult]:
-        """Screen the strings the memo has not seen in the workers, in chunks, when there
-        are enough of them to share out (:data:`SCREEN_IN_WORKERS`); else nothing (the
-        caller screens them itself). Screenings go into the memo; an input whose chunk
-        lost its worker is screened again alone, and if that worker is lost too it is
-        ``failed`` with the reason (a native crash in RDKit ends a worker, not the caller)."""
+        """Screen the strings the memo has not seen in the workers, several to a message
+        (up to :data:`SCREEN_CHUNK`, longest string first), when there are enough of them
+        to share out (:data:`SCREEN_IN_WORKERS`); else nothing (the caller screens them
+        itself). Screenings go into the memo; an input whose worker was lost is ``failed``
+        with the reason (a native crash in RDKit ends a worker, not the caller; the pool
+        screens the rest of a lost message again, one string a message)."""
         n = self.pool.n_workers
         if n < 2 or len(smiles) < SCREEN_IN_WORKERS * n:  # not enough to share out
             return {}
@@ -299,29 +303,21 @@ class MoleculeEngine:
         if len(new) < SCREEN_IN_WORKERS * n:
             return {}
         limits, timeout_s = self.settings.limits, self.timeouts_s["descriptors"]
-        size = -(-len(new) // (4 * n))  # four chunks a worker: they finish together
-        chunks = [new[i : i + size] for i in range(0, len(new), size)]
+        outcomes = self.pool.map(
+            self.screen_function,
+            [([s], limits) for s in new],
+            timeout_s,
+            costs=[len(s) for s in new],
+            prefetch=1,
+            chunk=SCREEN_CHUNK,
+        )
         found: dict[str, Screened | MoleculeResult] = {}
-        alone: list[str] = []
-        screen = self.screen_function
-        outcomes = self.pool.map(screen, [(c, limits) for c in chunks], timeout_s, prefetch=1)
-        for chunk, outcome in zip(chunks, outcomes):
+        for s, outcome in zip(new, outcomes):
             if outcome.ok:
-                found.update(zip(chunk, outcome.value))
+                found[s] = memo[s] = outcome.value[0]
             else:
-                alone.extend(chunk)
-        if alone:
-            outcomes = self.pool.map(screen, [([s], limits) for s in alone], timeout_s)
-            for s, outcome in zip(alone, outcomes):
-                found[s] = (
-                    outcome.value[0]
-                    if outcome.ok
-                    else MoleculeResult("failed", smiles=_short(s), reason=outcome.failed)
-                )
+                found[s] = MoleculeResult("failed", smiles=_short(s), reason=outcome.failed)
         self.screened += len(found)
-        for s, screened in found.items():
-            if not (isinstance(screened, MoleculeResult) and screened.status == "failed"):
-                memo[s] = screened
         while len(memo) > 4 * self.cache_size:
             memo.popitem(last=False)
         return found
@@ -483,7 +479,8 @@ def screen_one(smiles: Any, limits: Any) -> Screened | MoleculeResult:
 
 
 def screen_chunk(job: tuple[list[str], Any]) -> list[Screened | MoleculeResult]:
-    """Screen a chunk of SMILES (in a worker); see :meth:`MoleculeEngine._screen_in_workers`."""
+    """Screen a list of SMILES (in a worker; the engine sends one a job and the pool several
+    jobs a message); see :meth:`MoleculeEngine._screen_in_workers`."""
     smiles, limits = job
     return [screen_one(s, limits) for s in smiles]
 

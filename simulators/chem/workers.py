@@ -14,16 +14,21 @@ every job in the workers and returns one :class:`Outcome` per job, in order:
   lost go back to the queue untouched (they are not retries);
 - with ``chunk=k`` up to ``k`` consecutive jobs (in dispatch order) travel to a worker in
   one message and come back in one reply (one round trip, one wake-up of the caller and
-  one pickled function for ``k`` jobs of a few milliseconds); fewer where the batch is
-  small, so that every worker gets at least :data:`MESSAGES_PER_WORKER` messages and they
-  finish together. Each job of a chunk keeps its own timeout (the worker clocks it; one
+  one pickled function for ``k`` jobs of a few milliseconds). Chunks shrink as the batch
+  goes (guided self-scheduling, Polychronopoulos & Kuck 1987): a message carries at most
+  ``1 / (GUIDED * n_workers)`` of the work still to send, by ``costs`` where given, so
+  the first messages are long and the last ones single jobs, and the workers finish
+  together. Each job of a chunk keeps its own timeout (the worker clocks it; one
   that ran past ``timeout_s`` is failed as below). A chunk whose worker died or stalled
   (past ``timeout_s`` for each of its jobs) has its jobs run again one per message, so
   that the job that crashed or stalled the worker is failed alone, with its reason, and
   the rest are measured (a job is a pure function of its input: running it again gives
   the same value);
-- a job's clock starts when its worker has received it (a fresh worker's start-up and
-  its ``initializer``, imports say, do not count; they have ``startup_timeout_s``);
+- a job's clock starts when its worker can start it: when it is sent to an idle worker,
+  when the worker answers the message before it, or when a fresh worker says it is up
+  (its start-up, its ``initializer`` and reading its first message, imports say, do not
+  count; they have ``startup_timeout_s``); a worker answers each message once, and says
+  once that it is up, so the caller wakes once per message;
 - a job that runs past ``timeout_s`` has its worker killed; the job is ``failed`` with
   the reason, a new worker replaces the old one, and the other jobs go on;
 - a worker that dies (``os._exit``, SIGSEGV in native code, SIGKILL from the
@@ -46,10 +51,12 @@ same wall.
 from __future__ import annotations
 
 import atexit
+import math
 import multiprocessing
 import multiprocessing.connection
 import os
 import pickle
+import select
 import signal
 import threading
 import time
@@ -73,10 +80,10 @@ def _context() -> multiprocessing.context.BaseContext:
 
 
 _CONTEXT = _context()
-_STARTED = pickle.dumps(("started",))
-#: with ``chunk``, a batch is cut into at least this many messages per worker (chunks
-#: smaller than ``chunk`` where needed), so that no worker finishes long before the others
-MESSAGES_PER_WORKER = 4
+_UP = pickle.dumps(("up",))
+#: with ``chunk``, one message carries at most ``1 / (GUIDED * n_workers)`` of the work not
+#: yet sent (see the module docs)
+GUIDED = 2
 
 
 def timed_out(timeout_s: float) -> str:
@@ -103,7 +110,7 @@ class _Worker:
     #: the messages it holds, in order: each the indices of the jobs it carried (a chunk)
     jobs: list[list[int]] = field(default_factory=list)
     deadline: float = 0.0  # monotonic time by which it must answer for jobs[0]
-    started: bool = False  # jobs[0] has reached the worker (its own clock runs)
+    up: bool = False  # its start-up (initializer) is done: jobs[0] runs on its own clock
 
 
 class MoleculePool:
@@ -153,8 +160,7 @@ class MoleculePool:
         with self._lock:
             if self._owner_pid != os.getpid():  # a forked copy: the workers are not ours
                 self._idle, self._owner_pid = [], os.getpid()
-            size = min(int(chunk), -(-len(jobs) // (MESSAGES_PER_WORKER * self.n_workers)))
-            chunks = [order[i : i + size] for i in range(0, len(order), max(size, 1))]
+            chunks = guided_chunks(order, costs, int(chunk), self.n_workers)
             return self._run(function, jobs, chunks, float(timeout_s), 1 + int(prefetch))
 
     def worker_pids(self) -> list[int]:
@@ -186,13 +192,12 @@ class MoleculePool:
         errors: list[tuple[int, BaseException, str]] = []
         waiting = chunks[::-1]  # pop() takes the next message in dispatch order
         busy: list[_Worker] = []
+        poller = _Poller()
         try:
             while waiting or busy:
                 self._dispatch(function, jobs, waiting, busy, depth, timeout_s)
                 now = time.monotonic()
-                wait_s = max(0.0, min(w.deadline for w in busy) - now)
-                handles = [w.conn for w in busy] + [w.process.sentinel for w in busy]
-                ready = set(multiprocessing.connection.wait(handles, wait_s))
+                ready = poller.wait(busy, max(0.0, min(w.deadline for w in busy) - now))
                 for worker in list(busy):
                     for index, outcome in self._check(worker, ready, timeout_s, errors, waiting):
                         outcomes[index] = outcome
@@ -244,9 +249,10 @@ class MoleculePool:
                 worker = self._take_worker()
                 busy.append(worker)
                 worker.conn.send_bytes(payload)
-            if not worker.jobs:
-                worker.started = False
-                worker.deadline = time.monotonic() + self.startup_timeout_s
+            if not worker.jobs:  # an idle worker starts it now, a fresh one once it is up
+                worker.deadline = time.monotonic() + (
+                    timeout_s * len(indices) if worker.up else self.startup_timeout_s
+                )
             worker.jobs.append(indices)
 
     def _check(
@@ -266,19 +272,19 @@ class MoleculePool:
         if worker.conn in ready:
             while worker.jobs:
                 try:
-                    if not worker.conn.poll():
+                    if not _readable(worker.conn):
                         break
                     reply = pickle.loads(worker.conn.recv_bytes())
                 except (EOFError, OSError):  # died mid-reply: its sentinel tells how
                     ended = True
                     break
-                if reply[0] == "started":
-                    worker.started = True
+                if reply[0] == "up":
+                    worker.up = True
                     worker.deadline = time.monotonic() + timeout_s * len(worker.jobs[0])
                     continue
                 indices = worker.jobs.pop(0)
-                worker.started = False
-                worker.deadline = time.monotonic() + self.startup_timeout_s
+                if worker.jobs:  # the next message, queued, runs from now
+                    worker.deadline = time.monotonic() + timeout_s * len(worker.jobs[0])
                 if reply[0] == "error":
                     _, err, text, position = reply
                     errors.append((indices[position], err, text))
@@ -297,7 +303,7 @@ class MoleculePool:
             worker.process.join(5.0)
             failed = crash_reason(worker.process.exitcode)
         elif time.monotonic() >= worker.deadline:
-            if worker.started:
+            if worker.up:
                 failed = timed_out(timeout_s)
             else:
                 failed = f"the worker process did not start within {self.startup_timeout_s:g} s"
@@ -327,6 +333,72 @@ class MoleculePool:
         return _Worker(process, parent_end)
 
 
+class _Poller:
+    """:func:`multiprocessing.connection.wait` on the busy workers' pipes and sentinels,
+    with one ``select.poll`` object kept while the busy workers stay the same (the loop of
+    a batch wakes once per reply; building a selector each time was a third of its cost).
+    Where there is no ``poll`` (Windows), :func:`multiprocessing.connection.wait`."""
+
+    def __init__(self) -> None:
+        self._key: tuple = ()
+        self._poll: Any = None
+        self._handles: dict[int, Any] = {}
+
+    def wait(self, busy: list[_Worker], timeout_s: float) -> set:
+        """The ready connections and sentinels of ``busy`` (empty after ``timeout_s``)."""
+        handles = [w.conn for w in busy] + [w.process.sentinel for w in busy]
+        if not hasattr(select, "poll"):
+            return set(multiprocessing.connection.wait(handles, timeout_s))
+        key = tuple(id(h) for h in handles)
+        if key != self._key:
+            self._poll, self._key = select.poll(), key
+            self._handles = {}
+            for handle in handles:
+                fd = handle if isinstance(handle, int) else handle.fileno()
+                self._handles[fd] = handle
+                self._poll.register(fd, select.POLLIN)
+        while True:
+            try:
+                events = self._poll.poll(math.ceil(timeout_s * 1000))
+                break
+            except InterruptedError:  # noqa: PERF203 - retried, as connection.wait does
+                continue
+        return {self._handles[fd] for fd, _ in events}
+
+
+def _readable(conn: multiprocessing.connection.Connection) -> bool:
+    """Whether ``conn`` has data (or its end closed) now: ``conn.poll()`` without building
+    a selector (one ``poll`` call)."""
+    if not hasattr(select, "poll"):
+        return conn.poll()
+    poll = select.poll()
+    poll.register(conn.fileno(), select.POLLIN)
+    return bool(poll.poll(0))
+
+
+def guided_chunks(
+    order: list[int], costs: Sequence[float] | None, most: int, n_workers: int
+) -> list[list[int]]:
+    """``order`` cut into messages of consecutive jobs: each at most ``most`` jobs and, past
+    its first job, at most ``1 / (GUIDED * n_workers)`` of the cost not yet cut (every job
+    costs 1 without ``costs``)."""
+    weight = [1.0] * len(order) if costs is None else [max(float(c), 0.0) for c in costs]
+    left = sum(weight[i] for i in order)
+    chunks: list[list[int]] = []
+    at = 0
+    while at < len(order):
+        share = left / (GUIDED * n_workers)
+        chunk, cost = [order[at]], weight[order[at]]
+        at += 1
+        while at < len(order) and len(chunk) < most and cost + weight[order[at]] <= share:
+            chunk.append(order[at])
+            cost += weight[order[at]]
+            at += 1
+        chunks.append(chunk)
+        left -= cost
+    return chunks
+
+
 def _stop(worker: _Worker, grace_s: float = 0.0) -> None:
     """Close the pipe and end the process (killed if it does not exit within ``grace_s``)."""
     worker.conn.close()
@@ -339,15 +411,16 @@ def _stop(worker: _Worker, grace_s: float = 0.0) -> None:
 def _serve(
     conn: multiprocessing.connection.Connection, initializer: Callable[[], None] | None
 ) -> None:
-    """A worker's loop: receive a message of jobs, say it started, run them one after
-    another, each on its own clock, and send back their results in one reply, with the
-    positions of the jobs that ran past the timeout.
-
-    ``initializer`` (imports, tables) runs first, on the start-up clock."""
+    """A worker's loop: receive a message of jobs, run them one after another, each on its
+    own clock, and send back their results in one reply, with the positions of the jobs
+    that ran past the timeout. Once, when ``initializer`` (imports, tables) has run and the
+    first message is read (its function's module imported), say it is up: the start-up
+    clock stops there."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the caller, which ends us
     os.environ["OMP_NUM_THREADS"] = "1"  # read when tblite's OpenMP runtime loads, below
     if initializer is not None:
         initializer()
+    up = False
     while True:
         try:
             data = conn.recv_bytes()
@@ -356,7 +429,9 @@ def _serve(
         position = 0
         try:
             function, jobs, timeout_s = pickle.loads(data)
-            conn.send_bytes(_STARTED)
+            if not up:
+                conn.send_bytes(_UP)
+                up = True
             values, late = [], []
             for position, job in enumerate(jobs):
                 start = time.monotonic()

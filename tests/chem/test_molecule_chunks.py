@@ -11,7 +11,7 @@ import pytest
 from labtwin.isolation import RemoteTraceback
 from labtwin.simulators.chem import MoleculeEngine
 from labtwin.simulators.chem.engine import CHUNK, Job, measure_job
-from labtwin.simulators.chem.workers import MESSAGES_PER_WORKER, MoleculePool
+from labtwin.simulators.chem.workers import MoleculePool, guided_chunks
 
 # small drug-like molecules of different sizes (descriptors: milliseconds each)
 MOLECULES = [
@@ -52,6 +52,34 @@ def raise_on_three(job: int) -> int:
     return job
 
 
+def test_chunks_shrink_to_single_jobs_as_the_batch_goes() -> None:
+    """Guided self-scheduling: a message carries at most a quarter (two workers) of the cost
+    still to send, and at most ``most`` jobs; every job is sent once, in order."""
+    chunks = guided_chunks(list(range(16)), None, 8, 2)
+    assert [i for c in chunks for i in c] == list(range(16))
+    assert [len(c) for c in chunks] == [4, 3, 2, 1, 1, 1, 1, 1, 1, 1]
+    costs = [1.0] * 8 + [8.0, 8.0, 2.0, 2.0]
+    order = [8, 9, 10, 11, 0, 1, 2, 3, 4, 5, 6, 7]  # costliest first
+    # two workers, 28 to send: 8 is more than 28 / 4 alone; 20 / 4 = 5 leaves 9 alone, ...
+    assert guided_chunks(order, costs, 8, 2) == [
+        [8],
+        [9],
+        [10],
+        [11],
+        [0, 1],
+        [2],
+        [3],
+        [4],
+        [5],
+        [6],
+        [7],
+    ]
+    # one worker, shares of 14, 10, 5, 2.5, 1.5, ...
+    assert guided_chunks(order, costs, 8, 1) == [[8], [9, 10], [11, 0, 1, 2], [3, 4], [5], [6], [7]]
+    assert [len(c) for c in guided_chunks(list(range(40)), None, 8, 2)][:3] == [8, 8, 6]
+    assert guided_chunks([2, 0, 1], None, 1, 2) == [[2], [0], [1]]  # chunk=1: one job each
+
+
 def test_a_chunk_whose_worker_crashed_is_measured_again_one_by_one() -> None:
     pool = MoleculePool(n_workers=1)
     try:
@@ -63,9 +91,9 @@ def test_a_chunk_whose_worker_crashed_is_measured_again_one_by_one() -> None:
     assert [o.value for o in outcomes] == ["a", None, "b", "c", "d", "e", "f", "g"]
     assert outcomes[1].failed == "the simulator process exited with code 3"
     assert [o.ok for o in outcomes].count(False) == 1
-    # 8 jobs on 1 worker go 2 a message (MESSAGES_PER_WORKER): the first worker, one after
-    # the chunk ["a", "crash"] was lost, one after "crash" alone
-    assert MESSAGES_PER_WORKER == 4 and restarted == 3
+    # the first worker, one after the chunk ["a", "crash", "b", "c"] was lost (8 jobs on 1
+    # worker: the first message takes half of them), one after "crash" alone
+    assert guided_chunks(list(range(8)), None, 4, 1)[0] == [0, 1, 2, 3] and restarted == 3
 
 
 def test_a_stalled_job_of_a_chunk_times_out_alone() -> None:
