@@ -224,8 +224,9 @@ class Campaign:
         if len(history) < self._indexed:  # history was replaced: index it again
             self._indexed, self._index, self._unindexed = 0, {}, False
         asked, asked_key = self._asked
-        index = self._index
-        for record in history[self._indexed :]:
+        index, indexed = self._index, self._indexed
+        new = (history[-1],) if len(history) == indexed + 1 else history[indexed:]
+        for record in new:
             m = record.measurement
             if record.kind == "experiment" and m.status == "ok":
                 # the experiment is mostly the one asked about last (its key is known)
@@ -503,10 +504,11 @@ class CampaignBatch:
 
     def _confirm(self, campaigns: list[Campaign], records: list[Record]) -> None:
         """Measure the recommendation of every campaign that ended in this step (one call)."""
+        if not self.task.confirms_best:
+            return
         ending = []
         for campaign, record in zip(campaigns, records):
-            answered = campaign.end_reason == "answer submitted"
-            if not (campaign.done and self.task.confirms_best) or answered:
+            if not campaign.done or campaign.end_reason == "answer submitted":
                 continue
             best = recommended(campaign.history)
             if best is not None:
@@ -608,20 +610,22 @@ class CampaignBatch:
         return self._new_record(campaign, "invalid", m, proposal=m.proposal)
 
     def _append(self, campaign: Campaign, record: Record) -> None:
-        if record.measurement.status == "invalid":
+        kind, status = record.kind, record.measurement.status
+        if status == "invalid":
             record.reward -= self.invalid_penalty
-        if record.score is not None and record.kind != "answer":
+        if record.score is not None and kind != "answer":
             campaign.best_score = max(campaign.best_score, record.score)
         history = campaign.history
         history.append(record)
-        if campaign._counted == len(history) - 1:  # keep the budget count (experiments) current
-            campaign._counted += 1
-            campaign._budgeted += record.kind != "analysis"
-        if record.kind == "answer" and record.measurement.ok:
+        turns = len(history)
+        if campaign._counted == turns - 1:  # keep the budget count (experiments) current
+            campaign._counted = turns
+            campaign._budgeted += kind != "analysis"
+        if kind == "answer" and status == "ok":
             campaign.done, campaign.end_reason = True, "answer submitted"
         elif campaign.remaining <= 0:
             campaign.done, campaign.end_reason = True, "budget spent"
-        elif campaign.turns_left <= 0:
+        elif campaign.max_turns - turns <= 0:  # turns_left
             campaign.done = True
             campaign.end_reason = f"turn cap reached ({campaign.max_turns} turns)"
 

@@ -94,14 +94,38 @@ def seed_words(seeds: Sequence[int]) -> np.ndarray:
     return lo | (hi << np.uint64(32))
 
 
+_M32 = np.uint64(_MASK32)
+_U32, _U63, _U1 = np.uint64(32), np.uint64(63), np.uint64(1)
+_MULT_HI, _MULT_LO = np.uint64(_PCG_MULT >> 64), np.uint64(_PCG_MULT & ((1 << 64) - 1))
+
+
+def _mul_wide(a: np.ndarray, b: np.uint64) -> tuple[np.ndarray, np.ndarray]:
+    """The 128-bit products ``a * b`` of uint64 words, as (high, low) words."""
+    a0, a1, b0, b1 = a & _M32, a >> _U32, b & _M32, b >> _U32
+    p00, p01, p10 = a0 * b0, a0 * b1, a1 * b0
+    mid = (p00 >> _U32) + (p01 & _M32) + (p10 & _M32)
+    return a1 * b1 + (p01 >> _U32) + (p10 >> _U32) + (mid >> _U32), (mid << _U32) | (p00 & _M32)
+
+
 def pcg64_states(seeds: Sequence[int]) -> list[tuple[int, int]]:
-    """``(state, inc)`` that ``PCG64(seed)`` starts in, for every seed (pcg64_set_seed)."""
-    out = []
-    for w0, w1, w2, w3 in seed_words(seeds).tolist():
-        inc = ((((w2 << 64) | w3) << 1) | 1) & _MASK128
-        state = (((inc + ((w0 << 64) | w1)) & _MASK128) * _PCG_MULT + inc) & _MASK128
-        out.append((state, inc))
-    return out
+    """``(state, inc)`` that ``PCG64(seed)`` starts in, for every seed (pcg64_set_seed:
+    ``inc = (w2:w3) << 1 | 1``, ``state = (inc + w0:w1) * MULT + inc`` mod 2**128), in
+    64-bit words for all seeds at once."""
+    w0, w1, w2, w3 = seed_words(seeds).T
+    with np.errstate(over="ignore"):
+        inc_hi, inc_lo = (w2 << _U1) | (w3 >> _U63), (w3 << _U1) | _U1
+        s_lo = inc_lo + w1
+        s_hi = inc_hi + w0 + (s_lo < inc_lo)
+        hi, lo = _mul_wide(s_lo, _MULT_LO)
+        hi = hi + s_lo * _MULT_HI + s_hi * _MULT_LO
+        state_lo = lo + inc_lo
+        state_hi = hi + inc_hi + (state_lo < lo)
+    return [
+        ((sh << 64) | sl, (ih << 64) | il)
+        for sh, sl, ih, il in zip(
+            state_hi.tolist(), state_lo.tolist(), inc_hi.tolist(), inc_lo.tolist()
+        )
+    ]
 
 
 class PCG64(np.random.PCG64):
