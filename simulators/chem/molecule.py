@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
 
 #: elements of organic, drug-like chemistry (anything else, metals included, is refused)
 ORGANIC_ELEMENTS = frozenset({"H", "B", "C", "N", "O", "F", "Si", "P", "S", "Cl", "Br", "I"})
@@ -151,19 +152,25 @@ def structural_alerts(mol) -> list[str]:
     - an O-O single bond (a peroxide);
     - an atom in two or more rings of three (bridged cyclopropanes, prismanes).
     """
-    from rdkit import Chem
-
     alerts = []
     longest = _longest_heteroatom_chain(mol)
     if longest >= 3:
         alerts.append(f"a chain of {longest} heteroatoms")
-    if mol.HasSubstructMatch(Chem.MolFromSmarts("[OX2]-[OX2]")):
+    if mol.HasSubstructMatch(_peroxide()):
         alerts.append("a peroxide (O-O bond)")
     ring_info = mol.GetRingInfo()
     small = [set(r) for r in ring_info.AtomRings() if len(r) == 3]
     if any(sum(i in r for r in small) >= 2 for i in range(mol.GetNumAtoms())):
         alerts.append("an atom shared by two three-membered rings")
     return alerts
+
+
+@cache
+def _peroxide():
+    """The O-O single bond pattern, compiled once per process."""
+    from rdkit import Chem
+
+    return Chem.MolFromSmarts("[OX2]-[OX2]")
 
 
 def _longest_heteroatom_chain(mol) -> int:
