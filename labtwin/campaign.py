@@ -464,8 +464,8 @@ class CampaignBatch:
             raise ValueError("a slot may take only one proposal per step")
         campaigns = [self._live(slot) for slot in slots]
         with paused_gc():
-            seeds = [
-                None if isinstance(p, Analysis) else c.next_seed()
+            seeds = [  # c.next_seed(), written out
+                None if isinstance(p, Analysis) else integer_below(c.rng, _SEED_LIMIT)
                 for c, p in zip(campaigns, proposals)
             ]
             experiments = [
@@ -621,9 +621,12 @@ class CampaignBatch:
         if campaign._counted == turns - 1:  # keep the budget count (experiments) current
             campaign._counted = turns
             campaign._budgeted += kind != "analysis"
+            spent = campaign._budgeted
+        else:
+            spent = campaign.experiments
         if kind == "answer" and status == "ok":
             campaign.done, campaign.end_reason = True, "answer submitted"
-        elif campaign.remaining <= 0:
+        elif campaign.task.budget - spent <= 0:  # campaign.remaining
             campaign.done, campaign.end_reason = True, "budget spent"
         elif campaign.max_turns - turns <= 0:  # turns_left
             campaign.done = True
@@ -655,6 +658,8 @@ class CampaignBatch:
         rows: list[Record] = []
         head_at: list[int] = []
         heads: list[float] = []
+        header_at: list[int] = []
+        headers: list[np.ndarray] = []
         for slot in slots:
             campaign, shown = campaigns[slot], shown_of[slot]
             if campaign is None or campaign is not shown.campaign:
@@ -674,8 +679,8 @@ class CampaignBatch:
                 shown.public = public
                 continue
             if public != shown.public:
-                conditions = _clean(task.condition_vector(campaign.conditions))
-                obs[slot, 0, 1 : 1 + len(conditions)] = conditions
+                header_at.append(slot)
+                headers.append(task.condition_vector(campaign.conditions))
                 shown.public = public
             new = (history[-1],) if seen == shown.seen + 1 else history[shown.seen :]
             for record in new:
@@ -688,7 +693,15 @@ class CampaignBatch:
                 shown.written += 1
             shown.seen = seen
             head_at.append(slot)
-            heads.append((budget - campaign.experiments) / budget)
+            # campaign.remaining, from the budget count _append keeps when it is current
+            spent = campaign._budgeted if campaign._counted == seen else campaign.experiments
+            heads.append((budget - spent) / budget)
+        if headers:
+            if len({len(h) for h in headers}) == 1:  # one array for all new headers
+                obs[header_at, 0, 1 : 1 + len(headers[0])] = _clean(np.array(headers))
+            else:
+                for slot, conditions in zip(header_at, headers):
+                    obs[slot, 0, 1 : 1 + len(conditions)] = _clean(conditions)
         if rows:
             obs[row_slots, row_index] = _clean(_history_rows(task, rows, width, n_act))
         if heads:
@@ -788,15 +801,21 @@ def _history_rows(task: Task, records: list[Record], width: int, n_act: int) -> 
     """Rows of :func:`observation` for budgeted records, before cleaning, as float64,
     built a column at a time (the same values as :func:`_history_row` row by row)."""
     vectors = [r.vector for r in records]
-    if n_act and not all(isinstance(v, np.ndarray) and v.shape == (n_act,) for v in vectors):
+    stacked = None
+    if n_act and all(type(v) is np.ndarray for v in vectors):
+        try:
+            stacked = np.stack(vectors)
+        except ValueError:  # vectors of different shapes
+            pass
+    if n_act and (stacked is None or stacked.shape != (len(records), n_act)):
         return np.array([_history_row(task, r, width, n_act) for r in records])
     block = np.zeros((len(records), width), dtype=np.float64)
     measurements = [r.measurement for r in records]
-    ok = [m.ok for m in measurements]
+    ok = [m.status == "ok" for m in measurements]  # m.ok
     block[:, 0] = 1.0
     block[:, 1] = ok
     if n_act:
-        block[:, 2 : 2 + n_act] = np.stack(vectors)
+        block[:, 2 : 2 + n_act] = stacked
     measured = [i for i, r in enumerate(records) if ok[i] and r.kind == "experiment"]
     if measured:
         for j, spec in enumerate(task.observables):
