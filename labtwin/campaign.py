@@ -180,6 +180,8 @@ class Campaign:
     def experiments(self) -> int:
         """Budgeted steps so far (experiments, answers, invalid calls)."""
         history = self.history
+        if len(history) == self._counted:  # kept current by CampaignBatch._append
+            return self._budgeted
         if len(history) < self._counted:  # history was replaced: count again
             self._counted = self._budgeted = 0
         if len(history) > self._counted:
