@@ -101,12 +101,15 @@ class Config:
 # ---- labtwin ---------------------------------------------------------------------------------
 
 
-PHASES = {  # phase -> (object attribute path, method name) timed by wrapping the bound method
-    "conversion": ("task", "parse_batch"),
-    "generators": ("task", "experiment_rngs"),
-    "observation": ("env", "_observations"),
-    "infos": ("env", "_step_infos"),
+PHASES = {  # phase -> [(owner, method name)] timed by wrapping the owner's bound methods
+    "conversion": [("task", "parse_batch")],  # numeric actions to experiments
+    "generators": [("task", "experiment_rngs")],  # one seeded generator per experiment
+    "results": [("task", "_dump"), ("task", "_finish")],  # the lab's measurements checked
+    "records": [("batch", "_experiment"), ("batch", "_append")],  # scores, rewards, records
+    "observation": [("env", "_observations")],
+    "infos": [("env", "_step_infos")],
 }
+OWNERS = {"task": lambda env: env.task, "batch": lambda env: env.batch, "env": lambda env: env}
 
 
 def _timed(owner: Any, name: str, totals: dict[str, float], phase: str, clock: GcClock) -> None:
@@ -176,9 +179,10 @@ def labtwin_round(n_envs: int, steps: int, seed: int, phases: bool) -> dict[str,
     totals = dict.fromkeys(PHASES, 0.0)
     clock = GcClock(task)
     if phases:
-        for phase, (who, name) in PHASES.items():
+        for phase, methods in PHASES.items():
             wrap = _timed_lending if phase == "generators" else _timed
-            wrap(task if who == "task" else env, name, totals, phase, clock)
+            for who, name in methods:
+                wrap(OWNERS[who](env), name, totals, phase, clock)
     actions = np.random.default_rng(seed).uniform(-1, 1, (steps, n_envs, 3)).astype(np.float32)
     env.reset(seed=seed)
     task.simulate_s = 0.0
@@ -326,17 +330,16 @@ def table(rows: list[Row]) -> list[str]:
 
 def profile_lines(rows: list[Row]) -> list[str]:
     lines = [
-        "| envs | conversion | generators | observation | infos | garbage collector | "
-        "bookkeeping (rest) | outside the simulator |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| envs | conversion | generators | results | records | observation | infos | "
+        "garbage collector | bookkeeping (rest) | outside the simulator |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in rows:
         m = row.labtwin
         rest = m["phased_total"] - sum(m[k] for k in PHASES) - m["phased_gc"]
         lines.append(
-            f"| {row.envs:,} | {us(m['conversion'])} | {us(m['generators'])} | "
-            f"{us(m['observation'])} | {us(m['infos'])} | {us(m['phased_gc'])} | {us(rest)} | "
-            f"{us(m['phased_total'])} |"
+            f"| {row.envs:,} | {' | '.join(us(m[k]) for k in PHASES)} | "
+            f"{us(m['phased_gc'])} | {us(rest)} | {us(m['phased_total'])} |"
         )
     return lines
 
@@ -371,9 +374,12 @@ def markdown(rows: list[Row], cfg: Config, argv: list[str]) -> str:
         *table(rows),
         "",
         "Where labtwin's time goes (µs per env-step, from rounds with each phase timed; "
-        "the collector's time is counted apart, wherever it ran, a collection inside the lab's "
-        "`simulate` included; bookkeeping is the rest: seeds, campaign records, scores, "
-        "rewards, autoreset):",
+        "conversion: numeric actions to validated experiments; generators: a seeded generator "
+        "per experiment; results: the lab's measurements checked and stamped (`Task._finish`); "
+        "records: scores, rewards and the campaign records; the collector's time is counted "
+        "apart, wherever it ran, a collection inside the lab's `simulate` included; "
+        "bookkeeping is the rest: seeds, slot checks, the numeric view of each measured "
+        "experiment, confirmations, autoreset, and the timing wrappers' own calls):",
         "",
         *profile_lines(rows),
         "",
