@@ -203,8 +203,10 @@ class MoleculePool:
                         outcomes[index] = outcome
                     if not worker.jobs:
                         busy.remove(worker)
-                        if worker.process.exitcode is None and not worker.conn.closed:
+                        if not worker.conn.closed and not _readable(worker.process.sentinel):
                             self._idle.append(worker)
+                        elif not worker.conn.closed:  # ended after its last reply
+                            _stop(worker)
                     elif worker.conn.closed:  # lost with messages queued that never started
                         busy.remove(worker)
                         waiting.extend(worker.jobs[::-1])  # next in line, in order
@@ -320,7 +322,7 @@ class MoleculePool:
     def _take_worker(self) -> _Worker:
         while self._idle:
             worker = self._idle.pop()
-            if worker.process.exitcode is None:
+            if not _readable(worker.process.sentinel):  # alive (exitcode, without a selector)
                 return worker
             _stop(worker)  # died while idle
         parent_end, child_end = _CONTEXT.Pipe()
@@ -366,13 +368,14 @@ class _Poller:
         return {self._handles[fd] for fd, _ in events}
 
 
-def _readable(conn: multiprocessing.connection.Connection) -> bool:
-    """Whether ``conn`` has data (or its end closed) now: ``conn.poll()`` without building
-    a selector (one ``poll`` call)."""
+def _readable(handle: multiprocessing.connection.Connection | int) -> bool:
+    """Whether a connection has data (or its other end closed), or a process sentinel is
+    set (the process ended), now: ``conn.poll()`` or ``process.exitcode`` without
+    building a selector (one ``poll`` call)."""
     if not hasattr(select, "poll"):
-        return conn.poll()
+        return bool(multiprocessing.connection.wait([handle], 0))
     poll = select.poll()
-    poll.register(conn.fileno(), select.POLLIN)
+    poll.register(handle if isinstance(handle, int) else handle.fileno(), select.POLLIN)
     return bool(poll.poll(0))
 
 
