@@ -309,20 +309,22 @@ def make_kernels(scalar: type) -> SimpleNamespace:
                     n += wp.where(wp.dot(e, e) < r2max, 1, 0)
         elif way == SEARCH_IMAGES:
             # every image of every j of the system. The fractional separation is first
-            # reduced to [-1/2, 1/2] (by m), after which |n_k + m_k| <= 1/2 + r |b_k| (b_k the
-            # reciprocal columns: 1 / plane spacing); along the third axis only the shifts
-            # between the roots of |p + c h_2|^2 = r^2 are tried. Rows come out ordered by
-            # (j, n), n lexicographic.
+            # reduced to g in [-1/2, 1/2] (by m); an image within r has fractional
+            # coordinates g_k + n_k + m_k of at most r |b_k| (b_k the reciprocal columns:
+            # 1 / plane spacing), which bounds each axis: one or two values where the cell is
+            # wider than r, and the candidates in that slab box are tested. Rows come out
+            # ordered by (j, n), n lexicographic.
             hm = cell[s]
             hinv = wp.inverse(hm)
             n_img = wp.vec3i(0, 0, 0)
+            width = vec3(scalar(0.0), scalar(0.0), scalar(0.0))  # r |b_k|, with a margin
             for k in range(3):
                 bk = wp.sqrt(
                     hinv[0, k] * hinv[0, k] + hinv[1, k] * hinv[1, k] + hinv[2, k] * hinv[2, k]
                 )
                 n_img[k] = int(wp.floor(reach * bk + scalar(0.5) + scalar(1e-6)))
+                width[k] = reach * bk + scalar(1e-5)
             h2 = hm[2]
-            h2h2 = wp.dot(h2, h2)
             first = sys_start[s]
             if half != 0:
                 first = i + 1
@@ -334,16 +336,16 @@ def make_kernels(scalar: type) -> SimpleNamespace:
                     - xi
                     - (scalar(m[0]) * hm[0] + scalar(m[1]) * hm[1] + scalar(m[2]) * hm[2])
                 )
-                for a in range(-n_img[0], n_img[0] + 1):
-                    for bb in range(-n_img[1], n_img[1] + 1):
+                g = fr - vec3(scalar(m[0]), scalar(m[1]), scalar(m[2]))
+                a_lo = wp.max(int(wp.ceil(-g[0] - width[0])), -n_img[0])
+                a_hi = wp.min(int(wp.floor(-g[0] + width[0])), n_img[0])
+                b_lo = wp.max(int(wp.ceil(-g[1] - width[1])), -n_img[1])
+                b_hi = wp.min(int(wp.floor(-g[1] + width[1])), n_img[1])
+                c_lo = wp.max(int(wp.ceil(-g[2] - width[2])), -n_img[2])
+                c_hi = wp.min(int(wp.floor(-g[2] + width[2])), n_img[2])
+                for a in range(a_lo, a_hi + 1):
+                    for bb in range(b_lo, b_hi + 1):
                         pv = d0 + scalar(a) * hm[0] + scalar(bb) * hm[1]
-                        pb = wp.dot(pv, h2)
-                        disc = pb * pb - h2h2 * (wp.dot(pv, pv) - r2max)
-                        if disc < scalar(0.0):
-                            continue
-                        root = wp.sqrt(disc)
-                        c_lo = wp.max(int(wp.floor((-pb - root) / h2h2)), -n_img[2])
-                        c_hi = wp.min(int(wp.ceil((-pb + root) / h2h2)), n_img[2])
                         for c in range(c_lo, c_hi + 1):
                             if j == i and a == 0 and bb == 0 and c == 0:
                                 continue
