@@ -4,6 +4,9 @@ nothing."""
 
 from __future__ import annotations
 
+import copy
+import json
+import pickle
 import time
 from dataclasses import replace
 
@@ -11,7 +14,7 @@ import numpy as np
 import pytest
 
 from labtwin.simulators.chem import Limits, MoleculeEngine, MoleculeResult
-from labtwin.simulators.chem.engine import Job, measure_job
+from labtwin.simulators.chem.engine import Job, ReadOnlyDict, measure_job
 
 ATORVASTATIN = "CC(C)c1c(C(=O)Nc2ccccc2)c(-c2ccccc2)c(-c2ccc(F)cc2)n1CC[C@@H](O)C[C@@H](O)CC(=O)O"
 # small molecules in no order of size: xTB takes well under a second for each
@@ -195,7 +198,14 @@ def test_bad_smiles_give_the_same_invalid_reasons_from_the_memo(pair) -> None:
 
 # ---- screening in the workers ------------------------------------------------------------
 
-SPELLINGS = ["OCC", "C(O)C", "[CH3][CH2][OH]", "c1ccccc1", "C1=CC=CC=C1", "CC(C)Cc1ccc(cc1)C(C)C(=O)O"]
+SPELLINGS = [
+    "OCC",
+    "C(O)C",
+    "[CH3][CH2][OH]",
+    "c1ccccc1",
+    "C1=CC=CC=C1",
+    "CC(C)Cc1ccc(cc1)C(C)C(=O)O",
+]
 
 
 def test_screening_in_the_workers_equals_screening_in_the_caller(pair) -> None:
@@ -242,3 +252,21 @@ def test_a_worker_lost_while_screening_fails_only_that_input() -> None:
     finally:
         engine.close()
         reference.close()
+
+
+def test_a_read_only_result_pickles_copies_and_serialises(pair) -> None:
+    """What the engine hands out travels (pickle: Ray, worker isolation; deepcopy; JSON)
+    and stays read-only; ``dict(values)`` is the caller's own copy to change."""
+    engine, _ = pair
+    (result,) = engine.measure(["CC(=O)Nc1ccc(O)cc1"], "descriptors")
+    for travelled in (pickle.loads(pickle.dumps(result)), copy.deepcopy(result)):
+        assert travelled == result and type(travelled.values) is ReadOnlyDict
+        with pytest.raises(TypeError, match="read-only"):
+            travelled.values.update(logp=99.0)
+    assert json.loads(json.dumps(result.values)) == result.values
+    own = dict(result.values)
+    own["logp"] = 99.0
+    assert (
+        result.values["logp"] != 99.0
+        and engine.measure(["CC(=O)Nc1ccc(O)cc1"], "descriptors")[0] == result
+    )
