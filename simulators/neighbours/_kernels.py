@@ -308,12 +308,12 @@ def make_kernels(scalar: type) -> SimpleNamespace:
                     emit(nbr, nbr_shift, packed, i, wp.min(n, last), j, nx, ny, nz)
                     n += wp.where(wp.dot(e, e) < r2max, 1, 0)
         elif way == SEARCH_IMAGES:
-            # every image of every j of the system. The fractional separation is first
-            # reduced to g in [-1/2, 1/2] (by m); an image within r has fractional
-            # coordinates g_k + n_k + m_k of at most r |b_k| (b_k the reciprocal columns:
-            # 1 / plane spacing), which bounds each axis: one or two values where the cell is
-            # wider than r, and the candidates in that slab box are tested. Rows come out
-            # ordered by (j, n), n lexicographic.
+            # every image of every j of the system: an image j + n h within r has fractional
+            # separation g + n (g = (x_j - x_i) h^-1) of at most r |b_k| along axis k (b_k
+            # the reciprocal columns: 1 / plane spacing), which bounds each n_k (one or two
+            # values where the cell is wider than r); the candidates in that slab box are
+            # tested. Separations are x_j - x_i + n h, as the shift-encoded force loops
+            # compute them. Rows come out ordered by (j, n), n lexicographic.
             hm = cell[s]
             hinv = wp.inverse(hm)
             n_img = wp.vec3i(0, 0, 0)
@@ -329,20 +329,14 @@ def make_kernels(scalar: type) -> SimpleNamespace:
             if half != 0:
                 first = i + 1
             for j in range(first, sys_start[s + 1]):
-                fr = (xl[j] - xi) * hinv
-                m = wp.vec3i(int(wp.round(fr[0])), int(wp.round(fr[1])), int(wp.round(fr[2])))
-                d0 = (
-                    xl[j]
-                    - xi
-                    - (scalar(m[0]) * hm[0] + scalar(m[1]) * hm[1] + scalar(m[2]) * hm[2])
-                )
-                g = fr - vec3(scalar(m[0]), scalar(m[1]), scalar(m[2]))
-                a_lo = wp.max(int(wp.ceil(-g[0] - width[0])), -n_img[0])
-                a_hi = wp.min(int(wp.floor(-g[0] + width[0])), n_img[0])
-                b_lo = wp.max(int(wp.ceil(-g[1] - width[1])), -n_img[1])
-                b_hi = wp.min(int(wp.floor(-g[1] + width[1])), n_img[1])
-                c_lo = wp.max(int(wp.ceil(-g[2] - width[2])), -n_img[2])
-                c_hi = wp.min(int(wp.floor(-g[2] + width[2])), n_img[2])
+                d0 = xl[j] - xi
+                g = d0 * hinv  # fractional separation
+                a_lo = int(wp.ceil(-g[0] - width[0]))
+                a_hi = wp.min(int(wp.floor(width[0] - g[0])), a_lo + 2 * n_img[0] + 1)
+                b_lo = int(wp.ceil(-g[1] - width[1]))
+                b_hi = wp.min(int(wp.floor(width[1] - g[1])), b_lo + 2 * n_img[1] + 1)
+                c_lo = int(wp.ceil(-g[2] - width[2]))
+                c_hi = wp.min(int(wp.floor(width[2] - g[2])), c_lo + 2 * n_img[2] + 1)
                 for a in range(a_lo, a_hi + 1):
                     for bb in range(b_lo, b_hi + 1):
                         pv = d0 + scalar(a) * hm[0] + scalar(bb) * hm[1]
@@ -350,16 +344,13 @@ def make_kernels(scalar: type) -> SimpleNamespace:
                             if j == i and a == 0 and bb == 0 and c == 0:
                                 continue
                             d = pv + scalar(c) * h2
-                            nx = a - m[0]
-                            ny = bb - m[1]
-                            nz = c - m[2]
                             # a packed code holds images -1..1 only (home-box positions give
                             # no others; this keeps blown-up positions inside the table)
                             fits = packed == 0 or (
-                                wp.abs(nx) <= 1 and wp.abs(ny) <= 1 and wp.abs(nz) <= 1
+                                wp.abs(a) <= 1 and wp.abs(bb) <= 1 and wp.abs(c) <= 1
                             )
                             if fits and wp.dot(d, d) < r2max:
-                                emit(nbr, nbr_shift, packed, i, wp.min(n, last), j, nx, ny, nz)
+                                emit(nbr, nbr_shift, packed, i, wp.min(n, last), j, a, bb, c)
                                 n += 1
         else:
             # cells at least half the list radius wide: the 5 x 5 x 5 cells around i's,
