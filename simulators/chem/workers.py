@@ -7,7 +7,7 @@ every job in the workers and returns one :class:`Outcome` per job, in order:
   costliest first (longest-processing-time-first: the big jobs start early and the
   small ones fill in, so the workers finish together); ties keep the order given, and
   the outcomes are in job order either way;
-- with ``prefetch=k`` a worker holds up to ``k`` jobs queued behind the one it runs, so
+- with ``prefetch=k`` a worker holds up to ``k`` messages queued behind the one it runs, so
   that it starts the next the moment it finishes one instead of waiting for the caller
   to answer (for jobs of a few milliseconds, where the trip is a tenth of the job); the
   per-job rules below are the same, and queued jobs that never started when a worker is
@@ -44,8 +44,8 @@ what :mod:`labtwin.isolation` wants of spawn (nothing inherited from the caller:
 locks, thread pools or CUDA contexts) while a replacement worker starts in milliseconds
 rather than re-importing labtwin, torch and RDKit for seconds; where there is no
 forkserver (Windows), workers are spawned. Workers run with ``OMP_NUM_THREADS=1``, set
-before tblite loads, so that xTB's sums are reproducible. A job that failed alone is not retried: a retry would only run the same molecule into the
-same wall.
+before tblite loads, so that xTB's sums are reproducible. A job that failed alone is not
+retried: a retry would only run the same molecule into the same wall.
 """
 
 from __future__ import annotations
