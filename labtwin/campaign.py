@@ -464,8 +464,8 @@ class CampaignBatch:
             raise ValueError(f"expected {len(slots)} proposals, got {len(proposals)}")
         if len(set(slots)) != len(slots):
             raise ValueError("a slot may take only one proposal per step")
-        campaigns = [self._live(slot) for slot in slots]
         with paused_gc():
+            campaigns = [self._live(slot) for slot in slots]
             seeds = [  # c.next_seed(), written out
                 None if isinstance(p, Analysis) else integer_below(c.rng, _SEED_LIMIT)
                 for c, p in zip(campaigns, proposals)
@@ -473,16 +473,13 @@ class CampaignBatch:
             experiments = [
                 k for k, p in enumerate(proposals) if not isinstance(p, (Analysis, Answer, Invalid))
             ]
-        measured = dict(  # the lab's call, with the collector on (Task.run pauses it itself)
-            zip(
-                experiments,
-                self.task.run(
-                    [proposals[k] for k in experiments],
-                    [campaigns[k].conditions for k in experiments],
-                    [seeds[k] for k in experiments],
-                ),
+            lab_call = (
+                [proposals[k] for k in experiments],
+                [campaigns[k].conditions for k in experiments],
+                [seeds[k] for k in experiments],
             )
-        )
+        # the lab's call, with the collector on (Task.run pauses it itself)
+        measured = dict(zip(experiments, self.task.run(*lab_call)))
         with paused_gc():
             vectors = self._vectors(measured)
             records = []
@@ -498,16 +495,19 @@ class CampaignBatch:
                     record = self._invalid_call(campaign, proposal, seeds[k])
                 self._append(campaign, record)
                 records.append(record)
-        self._confirm(campaigns, records)
+            ending = self._ending(campaigns, records)
+        if ending:  # the lab's call again, with the collector on
+            self._confirm(ending)
         if self.recorder is not None:
             for record in records:
                 self.recorder.record(record)
         return records
 
-    def _confirm(self, campaigns: list[Campaign], records: list[Record]) -> None:
-        """Measure the recommendation of every campaign that ended in this step (one call)."""
+    def _ending(self, campaigns: list[Campaign], records: list[Record]) -> list[tuple]:
+        """``(campaign, record, recommended record)`` of every campaign that ended in this
+        step without an answer, where the lab confirms and the campaign measured something."""
         if not self.task.confirms_best:
-            return
+            return []
         ending = []
         for campaign, record in zip(campaigns, records):
             if not campaign.done or campaign.end_reason == "answer submitted":
@@ -515,6 +515,10 @@ class CampaignBatch:
             best = recommended(campaign.history)
             if best is not None:
                 ending.append((campaign, record, best))
+        return ending
+
+    def _confirm(self, ending: list[tuple]) -> None:
+        """Measure the recommendation of every campaign that ended in this step (one call)."""
         if not ending:
             return
         measured = self.task.run(

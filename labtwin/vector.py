@@ -123,11 +123,11 @@ class VectorLabEnv(VectorEnv):
         live = np.flatnonzero(~self._needs_reset).tolist()
         records = self.batch.step(live, [proposals[i] for i in live])
         campaigns = self.campaigns
-        with paused_gc():
+        with paused_gc():  # one stretch: each resumption sets off a collection
             rewards[live] = [record.reward for record in records]
             terminated[live] = [campaigns[i].done for i in live]
             infos = self._step_infos(resetting, started, live, records)
-        obs = self._observations()
+            obs = self._observations()
         ended = np.flatnonzero(terminated | truncated).tolist()
         if self.autoreset_mode == AutoresetMode.SAME_STEP and ended:
             record_of = dict(zip(live, records))
