@@ -13,6 +13,8 @@ at least 6 per edge, else by an all-pairs search within the system (boxes under 
 across, where cells would not prune anything). On the CPU the lists are half lists and each
 pair's force is applied to both atoms (Newton's third law); on CUDA they are full lists, each
 thread writing only its own atom's force (see :mod:`~labtwin.simulators.md._lj_kernels`).
+The lists are the shared ones of :mod:`labtwin.simulators.neighbours` (also the EMT
+engine's), in its packed encoding.
 Engines are kept between :func:`run_lj` calls of one layout (:func:`checkout_engine`).
 
 Integrator: BAOAB Langevin (Leimkuhler & Matthews, Appl. Math. Res. Express 2013, 34) with a
@@ -40,6 +42,7 @@ from labtwin.simulators.md.observables import (
     rdf_normalise,
 )
 from labtwin.simulators.md.state import MDState
+from labtwin.simulators.neighbours import NeighbourLists
 
 DEFAULT_CUTOFF = 2.5  # sigma
 DEFAULT_SKIN = 0.3  # sigma
@@ -154,13 +157,6 @@ class WarpLJ:
         rc = np.where(periodic, cutoff, np.inf if cluster_cutoff is None else cluster_cutoff)
         r_list = rc + skin
         shift = np.where(np.isfinite(rc), 4.0 * (rc**-12.0 - rc**-6.0), 0.0) * shift_energy
-        # cells at least half the list radius wide, searched 5 x 5 x 5; with fewer than 6
-        # per edge those 125 cells hold more atoms than the box: all-pairs search instead
-        half_radius = np.where(np.isfinite(r_list), r_list / 2, np.inf)[:, None]
-        n_cells = np.where(periodic[:, None], np.floor(box / half_radius * (1 - 1e-9)), 0)
-        n_cells = n_cells.astype(int)
-        n_cells[np.any(n_cells < 6, axis=1)] = 0
-        cells_per_system = n_cells.prod(axis=1)
 
         self.periodic_host = periodic
         self._box_host = host.box.astype(self.dtype)
@@ -172,9 +168,7 @@ class WarpLJ:
         # a half list by atom index fills its first rows as a full list does; a box under
         # twice the list radius lists some pairs at two images
         most = np.where(periodic, 27 * counts, np.maximum(counts - 1, 1))
-        self.nbr_capacity = int(np.clip(1.5 * expected + 16, 1, most).max())
-        if self.n_atoms >= 2**26:
-            raise ValueError("at most 2**26 atoms per batch (neighbour entries pack j << 5)")
+        capacity = int(np.clip(1.5 * expected + 16, 1, most).max())
 
         def arr(values: np.ndarray, dtype: Any) -> Any:
             return wp.array(values, dtype=dtype, device=self.device)
@@ -187,45 +181,39 @@ class WarpLJ:
         self.mass = arr(host.masses.astype(self.dtype), s)
         self.atom_sys = arr(host.system_idx.astype(np.int32), wp.int32)
         self.sys_start = arr(host.system_start(), wp.int32)
-        self.box = arr(host.box.astype(self.dtype), self.vec3)
-        self.inv_box = arr((1.0 / host.box.astype(np.float64)).astype(self.dtype), self.vec3)
-        self.periodic = arr(periodic.astype(np.int32), wp.int32)
+        # Verlet lists (labtwin.simulators.neighbours): packed (j << 5) | image code entries
+        # from home-box positions xw; half rows with Newton's third law where launches are
+        # serial (CPU), full sorted rows with one writer per force on CUDA; cell lists or an
+        # all-pairs search chosen per box
+        self.lists = NeighbourLists(
+            self.x,
+            self.atom_sys,
+            self.sys_start,
+            box[:, :, None] * np.eye(3),
+            periodic,
+            rc,
+            skin,
+            half=self.half_list,
+            packed=True,
+            capacity=capacity,
+            device=self.device,
+        )
+        self.box, self.inv_box = self.lists.box, self.lists.inv_box
+        self.periodic = self.lists.periodic
         self.cutoff2 = arr((rc**2).astype(self.dtype), s)
-        self.list_radius = arr(r_list.astype(self.dtype), s)
         # image_shift[s, code]: the periodic image n L of a neighbour entry's image code
-        # (nx + 1) * 9 + (ny + 1) * 3 + (nz + 1), n in {-1, 0, 1}^3 (see build_neighbours)
+        # (nx + 1) * 9 + (ny + 1) * 3 + (nz + 1), n in {-1, 0, 1}^3 (the packed encoding of
+        # labtwin.simulators.neighbours)
         images = np.stack(np.meshgrid(*[np.arange(-1, 2)] * 3, indexing="ij"), -1).reshape(27, 3)
         self.image_shift = arr(
             (images[None, :, :] * host.box[:, None, :].astype(np.float64)).astype(self.dtype),
             self.vec3,
         )
-        self.half_skin2 = arr(np.full(self.n_systems, (skin / 2) ** 2, dtype=self.dtype), s)
         self.energy_shift = arr(shift.astype(self.dtype), s)
-        self.n_cells = arr(n_cells.astype(np.int32), wp.vec3i)
-        offsets = np.concatenate([[0], np.cumsum(cells_per_system)]).astype(np.int32)
-        self.cell_offset = arr(offsets[:-1], wp.int32)
-        self.n_cells_total = int(offsets[-1])
-        self.cell_sys = arr(
-            np.repeat(np.arange(self.n_systems), cells_per_system).astype(np.int32), wp.int32
-        )
-        n_cells_alloc = max(self.n_cells_total, 1)
-        self.cell_count = wp.zeros(n_cells_alloc, dtype=wp.int32, device=self.device)
-        self.cell_start = wp.zeros(n_cells_alloc, dtype=wp.int32, device=self.device)
-        self.atom_cell = wp.zeros(self.n_atoms, dtype=wp.int32, device=self.device)
-        self.atom_slot = wp.zeros(self.n_atoms, dtype=wp.int32, device=self.device)
-        self.cell_atom = wp.zeros(self.n_atoms, dtype=wp.int32, device=self.device)
-        self.cell_x = wp.zeros(self.n_atoms, dtype=self.vec3, device=self.device)
-        self.rebuild = wp.zeros(self.n_systems, dtype=wp.int32, device=self.device)
-        self.overflow = wp.zeros(2, dtype=wp.int32, device=self.device)
-        self.x_ref = wp.zeros_like(self.x)
-        self.offset = wp.zeros_like(self.x)  # box lengths taken off x at the last rebuild
-        self.xw = wp.clone(self.x)  # x - offset: home-box positions the lists refer to
         self.x_origin = wp.clone(self.x)
         self.atom_energy = wp.zeros(self.n_atoms, dtype=s, device=self.device)
         self.atom_virial = wp.zeros(self.n_atoms, dtype=s, device=self.device)
-        self.nbr_count = wp.zeros(self.n_atoms, dtype=wp.int32, device=self.device)
         self.step_counter = wp.zeros(1, dtype=wp.int32, device=self.device)
-        self._allocate_lists()
         # thermostat: NVE until set_thermostat is called
         self.temperature = wp.zeros(self.n_systems, dtype=s, device=self.device)
         self.c1 = arr(np.ones(self.n_systems, dtype=self.dtype), s)
@@ -240,9 +228,46 @@ class WarpLJ:
         self.rebuild_all()
 
     # ------------------------------------------------------------------ neighbour lists
+    # the engine's view of its NeighbourLists: the rows, home-box positions and reference
+    # positions the force kernels and a chunk's redo read
+    @property
+    def nbr(self) -> Any:
+        return self.lists.nbr
+
+    @property
+    def nbr_count(self) -> Any:
+        return self.lists.nbr_count
+
+    @property
+    def xw(self) -> Any:
+        return self.lists.xw
+
+    @property
+    def x_ref(self) -> Any:
+        return self.lists.x_ref
+
+    @property
+    def offset(self) -> Any:
+        return self.lists.offset
+
+    @property
+    def overflow(self) -> Any:
+        return self.lists.overflow
+
+    @property
+    def n_cells(self) -> Any:
+        return self.lists.n_cells
+
+    @property
+    def nbr_capacity(self) -> int:
+        return self.lists.capacity
+
+    @nbr_capacity.setter
+    def nbr_capacity(self, capacity: int) -> None:
+        self.lists.capacity = int(capacity)  # takes effect at _allocate_lists
+
     def _allocate_lists(self) -> None:
-        wp = self.wp
-        self.nbr = wp.zeros((self.n_atoms, self.nbr_capacity), dtype=wp.int32, device=self.device)
+        self.lists.resize(self.lists.capacity)
         self._graph = None
         self._recorded = None
 
@@ -255,97 +280,7 @@ class WarpLJ:
             self._recording.append(launch)
 
     def _list_and_force_launches(self, energy: bool = True) -> None:
-        k = self.kernels
-        self._go(
-            k.wrap_positions,
-            self.n_atoms,
-            [
-                self.x,
-                self.atom_sys,
-                self.box,
-                self.inv_box,
-                self.periodic,
-                self.rebuild,
-                self.offset,
-                self.xw,
-            ],
-        )
-        if self.n_cells_total:
-            self._go(
-                k.clear_cells,
-                self.n_cells_total,
-                [self.cell_sys, self.rebuild, self.cell_count],
-            )
-            self._go(
-                k.bin_atoms,
-                self.n_atoms,
-                [
-                    self.xw,
-                    self.atom_sys,
-                    self.box,
-                    self.n_cells,
-                    self.cell_offset,
-                    self.rebuild,
-                    self.cell_count,
-                    self.atom_cell,
-                    self.atom_slot,
-                ],
-            )
-            self._go(
-                k.scan_cells,
-                self.n_systems,
-                [
-                    self.n_cells,
-                    self.cell_offset,
-                    self.sys_start,
-                    self.rebuild,
-                    self.cell_count,
-                    self.cell_start,
-                ],
-            )
-            self._go(
-                k.sort_atoms_by_cell,
-                self.n_atoms,
-                [
-                    self.xw,
-                    self.atom_sys,
-                    self.n_cells,
-                    self.rebuild,
-                    self.atom_cell,
-                    self.atom_slot,
-                    self.cell_start,
-                    self.cell_atom,
-                    self.cell_x,
-                ],
-            )
-        self._go(
-            k.build_neighbours,
-            self.n_atoms,
-            [
-                self.xw,
-                self.atom_sys,
-                self.sys_start,
-                self.box,
-                self.inv_box,
-                self.periodic,
-                self.list_radius,
-                self.n_cells,
-                self.cell_offset,
-                self.cell_count,
-                self.cell_start,
-                self.cell_atom,
-                self.cell_x,
-                self.atom_cell,
-                self.atom_slot,
-                self.rebuild,
-                int(self.half_list),
-                self.x,
-                self.x_ref,
-                self.nbr,
-                self.nbr_count,
-                self.overflow,
-            ],
-        )
+        self.lists.launch_build(self._go)
         self._force_launches(energy)
 
     def _force_launches(self, energy: bool = True) -> None:
@@ -373,33 +308,24 @@ class WarpLJ:
     def _update_forces(self, energy: bool = True) -> None:
         """Rebuild lists of systems whose atoms moved more than skin/2, then forces (and
         per-atom energies and virials unless ``energy`` is False)."""
-        k = self.kernels
-        self._go(k.reset_flags, self.n_systems, [self.rebuild, 0])
-        self._go(
-            k.check_displacement,
-            self.n_atoms,
-            [self.x, self.x_ref, self.atom_sys, self.half_skin2, self.rebuild],
-        )
+        self.lists.launch_check(self._go)
         self._list_and_force_launches(energy)
 
     def rebuild_all(self) -> None:
         """Rebuild every neighbour list (growing capacities on overflow) and compute forces."""
         while True:
             self.overflow.zero_()
-            self.wp.launch(
-                self.kernels.reset_flags, self.n_systems, [self.rebuild, 1], device=self.device
-            )
+            self.lists.launch_flags(1)
             self._list_and_force_launches()
             if not self._grow_on_overflow():
                 return
 
     def _grow_on_overflow(self) -> bool:
         """True (after enlarging the neighbour lists) if the last lists overflowed."""
-        max_neighbours = int(self.overflow.numpy()[1])
-        if not max_neighbours:
+        if not self.lists.grow_on_overflow():
             return False
-        self.nbr_capacity = max(int(max_neighbours * 1.25) + 8, self.nbr_capacity)
-        self._allocate_lists()
+        self._graph = None  # recorded launches hold the old rows
+        self._recorded = None
         return True
 
     # ------------------------------------------------------------------ dynamics
@@ -501,9 +427,7 @@ class WarpLJ:
                 wp.copy(target, source)
             self.overflow.zero_()
             # forces at the chunk's start from those lists (no system flagged for a rebuild)
-            wp.launch(
-                self.kernels.reset_flags, self.n_systems, [self.rebuild, 0], device=self.device
-            )
+            self.lists.launch_flags(0)
             self._list_and_force_launches()
             self.overflow.zero_()
             self._launch_steps(n_steps, dt)

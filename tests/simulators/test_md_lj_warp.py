@@ -59,6 +59,21 @@ def test_engine_uses_cell_lists_and_all_pairs(mixed_state: MDState) -> None:
     assert (n_cells[1] == 0).all()  # 108 atoms at rho 0.75: L = 5.2, all pairs
     assert (n_cells[2] == 9).all()  # the gas: L = 12.9
     assert (n_cells[3:] == 0).all()  # clusters: all pairs
+    # the shared lists' searches: every image of j in the box under 2 (rc + skin) = 5.6,
+    # the nearest image for clusters
+    from labtwin.simulators.neighbours._kernels import (
+        SEARCH_CELLS,
+        SEARCH_IMAGES,
+        SEARCH_NEAREST,
+    )
+
+    assert engine.lists.search_host.tolist() == [
+        SEARCH_CELLS,
+        SEARCH_IMAGES,
+        SEARCH_CELLS,
+        SEARCH_NEAREST,
+        SEARCH_NEAREST,
+    ]
 
 
 def test_energy_forces_match_brute_force(mixed_state: MDState) -> None:
