@@ -457,34 +457,53 @@ class CampaignBatch:
 
     # ---- advancing them --------------------------------------------------------------
 
-    def step(self, slots: Sequence[int], proposals: Sequence[Any]) -> list[Record]:
-        """Advance each slot's campaign by one proposal; one simulator call for all experiments."""
-        slots, proposals = list(slots), list(proposals)
+    def step(self, slots: Sequence[int], proposals: Sequence[Any] | np.ndarray) -> list[Record]:
+        """Advance each slot's campaign by one proposal; one simulator call for all experiments.
+
+        ``proposals`` may be an array whose rows are the proposals (a vector env's actions):
+        every row is then an experiment, and the lab gets the array whole (:meth:`Task.run`).
+        """
+        slots = list(slots)
+        matrix = isinstance(proposals, np.ndarray) and proposals.ndim >= 2
+        if not matrix:
+            proposals = list(proposals)
         if len(slots) != len(proposals):
             raise ValueError(f"expected {len(slots)} proposals, got {len(proposals)}")
         if len(set(slots)) != len(slots):
             raise ValueError("a slot may take only one proposal per step")
         with paused_gc():
             campaigns = [self._live(slot) for slot in slots]
-            seeds = [  # c.next_seed(), written out
-                None if isinstance(p, Analysis) else integer_below(c.rng, _SEED_LIMIT)
-                for c, p in zip(campaigns, proposals)
-            ]
-            experiments = [
-                k for k, p in enumerate(proposals) if not isinstance(p, (Analysis, Answer, Invalid))
-            ]
-            lab_call = (
-                [proposals[k] for k in experiments],
-                [campaigns[k].conditions for k in experiments],
-                [seeds[k] for k in experiments],
-            )
+            if matrix:  # rows are arrays: experiments all (none is an Analysis, Answer, Invalid)
+                seeds = [integer_below(c.rng, _SEED_LIMIT) for c in campaigns]
+                experiments = list(range(len(slots)))
+                lab_call = (
+                    proposals if type(self.task).run is Task.run else list(proposals),
+                    [c.conditions for c in campaigns],
+                    seeds,
+                )
+            else:
+                seeds = [  # c.next_seed(), written out
+                    None if isinstance(p, Analysis) else integer_below(c.rng, _SEED_LIMIT)
+                    for c, p in zip(campaigns, proposals)
+                ]
+                experiments = [
+                    k
+                    for k, p in enumerate(proposals)
+                    if not isinstance(p, (Analysis, Answer, Invalid))
+                ]
+                lab_call = (
+                    [proposals[k] for k in experiments],
+                    [campaigns[k].conditions for k in experiments],
+                    [seeds[k] for k in experiments],
+                )
         # the lab's call, with the collector on (Task.run pauses it itself)
         measured = dict(zip(experiments, self.task.run(*lab_call)))
         with paused_gc():
             vectors = self._vectors(measured)
             records = []
-            for k, (campaign, proposal) in enumerate(zip(campaigns, proposals)):
+            for k, campaign in enumerate(campaigns):
                 m = measured.get(k)
+                proposal = None if m is not None else proposals[k]
                 if m is not None:
                     record = self._experiment(campaign, m, vectors.get(k))
                 elif isinstance(proposal, Answer):

@@ -268,10 +268,26 @@ class Task:
             return self.numeric_view.to_experiment(vector)
         return parse_experiment(self.experiment_model, proposal)
 
-    def parse_batch(self, proposals: list[Any]) -> list[Experiment | Invalid]:
+    def parse_batch(self, proposals: list[Any] | np.ndarray) -> list[Experiment | Invalid]:
         """:meth:`parse` of every proposal; numeric vectors of the right shape are converted
-        together (:meth:`NumericView.to_experiments`), with the same outcomes."""
+        together (:meth:`NumericView.to_experiments`), with the same outcomes.
+
+        ``proposals`` may also be an array whose rows are the proposals (a vector env's
+        ``(n, d)`` actions): a numeric matrix of the view's width goes to the view whole,
+        without being split into rows and stacked again; any other array is read row by row.
+        """
         view = self.numeric_view
+        if isinstance(proposals, np.ndarray):
+            if (
+                view is not None
+                and type(self).parse is Task.parse
+                and proposals.ndim == 2
+                and len(proposals) >= 2
+                and proposals.shape[1:] == view.space.shape
+                and proposals.dtype.kind in "fiub"
+            ):
+                return view.to_experiments(proposals.astype(np.float64))
+            proposals = list(proposals)
         if view is None or type(self).parse is not Task.parse:  # a lab's own parse decides
             return [self.parse(p) for p in proposals]
         shape = view.space.shape
@@ -313,19 +329,21 @@ class Task:
 
     def run(
         self,
-        proposals: list[Any],
+        proposals: list[Any] | np.ndarray,
         conditions: list[dict[str, Any]],
         seeds: list[int],
     ) -> list[Measurement]:
         """Validate proposals, simulate the valid ones in one call, and check results.
 
         Invalid proposals become ``invalid`` measurements; ``ok`` results with
-        non-finite values become ``failed``. Order is preserved.
+        non-finite values become ``failed``. Order is preserved. ``proposals`` may be an
+        array whose rows are the proposals (:meth:`parse_batch`).
         """
         if not len(proposals) == len(conditions) == len(seeds):
             raise ValueError("proposals, conditions and seeds must have equal lengths")
         with paused_gc():  # the harness's part; the lab's simulate runs with the collector on
-            parsed = self.parse_batch(list(proposals))
+            rows = proposals if isinstance(proposals, np.ndarray) else list(proposals)
+            parsed = self.parse_batch(rows)
             valid = [i for i, p in enumerate(parsed) if not isinstance(p, Invalid)]
             results: list[Measurement | None] = [None] * len(proposals)
             for i, p in enumerate(parsed):

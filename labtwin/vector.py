@@ -111,7 +111,9 @@ class VectorLabEnv(VectorEnv):
         """Step every campaign; ``actions`` is an array ``(num_envs, d)`` or a list of proposals."""
         if any(c is None for c in self.campaigns):
             raise RuntimeError("call reset() before step()")
-        proposals = list(actions)
+        # an array of actions stays one: the lab converts its rows together (Task.parse_batch)
+        matrix = isinstance(actions, np.ndarray) and actions.ndim >= 2
+        proposals = actions if matrix else list(actions)
         if len(proposals) != self.num_envs:
             raise ValueError(f"expected {self.num_envs} actions, got {len(proposals)}")
         rewards = np.zeros(self.num_envs, dtype=np.float64)
@@ -121,7 +123,11 @@ class VectorLabEnv(VectorEnv):
         resetting = np.flatnonzero(self._needs_reset).tolist()
         started = self.batch.reset(resetting)
         live = np.flatnonzero(~self._needs_reset).tolist()
-        records = self.batch.step(live, [proposals[i] for i in live])
+        if matrix:
+            stepped = proposals if len(live) == self.num_envs else proposals[live]
+        else:
+            stepped = [proposals[i] for i in live]
+        records = self.batch.step(live, stepped)
         campaigns = self.campaigns
         with paused_gc():  # one stretch: each resumption sets off a collection
             rewards[live] = [record.reward for record in records]
