@@ -104,7 +104,7 @@ class Config:
 PHASES = {  # phase -> [(owner, method name)] timed by wrapping the owner's bound methods
     "conversion": [("task", "parse_batch")],  # numeric actions to experiments
     "generators": [("task", "experiment_rngs")],  # one seeded generator per experiment
-    "results": [("task", "_dump"), ("task", "_finish")],  # the lab's measurements checked
+    "results": [("task", "_dump"), ("task", "_finish_all")],  # the lab's measurements checked
     "records": [("batch", "_experiment"), ("batch", "_append")],  # scores, rewards, records
     "observation": [("env", "_observations")],
     "infos": [("env", "_step_infos")],
@@ -375,7 +375,7 @@ def markdown(rows: list[Row], cfg: Config, argv: list[str]) -> str:
         "",
         "Where labtwin's time goes (µs per env-step, from rounds with each phase timed; "
         "conversion: numeric actions to validated experiments; generators: a seeded generator "
-        "per experiment; results: the lab's measurements checked and stamped (`Task._finish`); "
+        "per experiment; results: the lab's measurements checked and stamped (`Task._finish_all`); "
         "records: scores, rewards and the campaign records; the collector's time is counted "
         "apart, wherever it ran, a collection inside the lab's `simulate` included; "
         "bookkeeping is the rest: seeds, slot checks, the numeric view of each measured "

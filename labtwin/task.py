@@ -67,6 +67,31 @@ def package_versions(*names: str) -> dict[str, str]:
     return out
 
 
+class SharedVersions(dict):
+    """Package name -> version in a measurement's provenance, one dict shared by the
+    measurements whose versions are the same, so it is read-only; ``dict(versions)`` or
+    ``versions.copy()`` is a copy of one's own. It pickles, copies and writes to JSON as the
+    plain dict it equals."""
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(
+            "a measurement's provenance versions are shared by many measurements and "
+            "read-only; change a copy (dict(versions)) instead"
+        )
+
+    __setitem__ = __delitem__ = __ior__ = _read_only  # type: ignore[assignment]
+    clear = pop = popitem = setdefault = update = _read_only  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (dict(self),))
+
+
+@cache
+def _shared_versions() -> SharedVersions:
+    """:func:`package_versions` of labtwin alone, the one shared copy."""
+    return SharedVersions(package_versions())
+
+
 @cache
 def _declared(observables: tuple[ObservableSpec, ...]) -> frozenset[str]:
     return frozenset(spec.name for spec in observables)
@@ -368,8 +393,9 @@ class Task:
                 )
             with paused_gc():
                 dumped = self._dump(experiments)
-                for i, m, d in zip(valid, measured, dumped):
-                    results[i] = self._finish(m, parsed[i], int(seeds[i]), d)
+                finished = self._finish_all(measured, [int(seeds[i]) for i in valid], dumped)
+                for i, m in zip(valid, finished):
+                    results[i] = m
         return results  # type: ignore[return-value]
 
     def _dump(self, experiments: list[Experiment]) -> list[dict[str, Any]]:
@@ -403,6 +429,53 @@ class Task:
             if bad:
                 m.status, m.reason = "failed", f"simulation produced non-finite values for {bad}"
         return m
+
+    def _finish_all(
+        self, measured: list[Measurement], seeds: list[int], dumped: list[dict[str, Any]]
+    ) -> list[Measurement]:
+        """:meth:`_finish` of every measurement of a ``simulate`` call, with the same fields
+        and provenance, and what is the same for all of them done once: the declared names
+        looked up once, and the provenance's ``versions`` (labtwin's merged with the lab's
+        own) built once per distinct dict of the lab's and shared, read-only
+        (:class:`SharedVersions`), by the measurements that carry it."""
+        declared = _declared(tuple(self.observables))
+        for m in measured:  # a lab bug raises before anything is stamped
+            if m.status == "ok" and m.observables.keys() != declared:
+                self._check_declared(m)
+        task_id, cost_unit, isfinite = self.id, self.cost_unit, math.isfinite
+        base = _shared_versions()
+        merged: dict[int, tuple[Any, SharedVersions]] = {}  # id(lab's versions) -> (it, merge)
+        for m, seed, d in zip(measured, seeds, dumped):
+            m.experiment = d
+            if not m.cost_unit:
+                m.cost_unit = cost_unit
+            own = m.provenance
+            if type(own) is dict and not own:  # the common case: the lab stamped nothing
+                m.provenance = {"task": task_id, "seed": seed, "versions": base}
+            else:
+                provenance = {"task": task_id, "seed": seed, **own}
+                versions = provenance.get("versions", {})
+                if type(versions) is dict and not versions:
+                    provenance["versions"] = base
+                elif type(versions) is dict or type(versions) is SharedVersions:
+                    pair = merged.get(id(versions))
+                    if pair is None:
+                        pair = (versions, SharedVersions({**base, **versions}))
+                        merged[id(versions)] = pair
+                    provenance["versions"] = pair[1]
+                else:  # whatever the lab put there, merged as _finish merges it
+                    provenance["versions"] = {**package_versions(), **versions}
+                m.provenance = provenance
+            if m.status == "ok":
+                bad = [
+                    k
+                    for k, v in m.observables.items()
+                    if not (isfinite(v.value) and isfinite(v.uncertainty))
+                ]
+                if bad:
+                    m.status = "failed"
+                    m.reason = f"simulation produced non-finite values for {bad}"
+        return measured
 
     def _check_declared(self, m: Measurement) -> None:
         """An ``ok`` measurement holds exactly the declared observables (a lab bug otherwise)."""
