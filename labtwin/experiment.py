@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from typing import Any, Literal, get_args, get_origin
 
 import annotated_types
@@ -282,6 +283,12 @@ class _Axis:
             return [int(round(v)) for v in value.tolist()]
         return value.tolist()
 
+    @cached_property
+    def choice_units(self) -> dict[tuple[type, Any], float]:
+        """``(type(c), c) -> to_unit(c)`` for each choice ``c`` (the first of equal ones)."""
+        n = len(self.choices)
+        return {(type(c), c): 2.0 * (self.choices.index(c) + 0.5) / n - 1.0 for c in self.choices}
+
     def to_units(self, values: list[Any]) -> np.ndarray:
         """:meth:`to_unit` of many values, as float64."""
         if self.kind == "choice":
@@ -289,7 +296,7 @@ class _Axis:
             return np.array([2.0 * (self.choices.index(v) + 0.5) / n - 1.0 for v in values])
         if self.log:
             low_log = math.log(self.low)
-            logs = np.array([math.log(v) for v in values], dtype=np.float64)
+            logs = np.array(list(map(math.log, values)), dtype=np.float64)
             s = (logs - low_log) / (math.log(self.high) - low_log)
         else:
             s = (np.array(values, dtype=np.float64) - self.low) / (self.high - self.low)
@@ -450,16 +457,18 @@ class NumericView:
         columns = []
         for axis in self.axes:
             try:
-                values = [d[axis.name] for d in experiments]
+                values = list(map(operator.itemgetter(axis.name), experiments))
             except (KeyError, TypeError):
                 return None
-            if axis.kind == "choice":
-                keys = {(type(c), c) for c in axis.choices}
-                plain = all((type(v), v) in keys for v in values)
-            else:
-                kind = float if axis.kind == "float" else int
-                plain = all(type(v) is kind for v in values)
-            if not plain:
+            if axis.kind == "choice":  # to_units, from a table of the choices (type, value)
+                units = axis.choice_units
+                try:
+                    columns.append(np.array([units[(type(v), v)] for v in values]))
+                except (KeyError, TypeError):  # not one of the choices, or unhashable
+                    return None
+                continue
+            kind = float if axis.kind == "float" else int
+            if values and set(map(type, values)) != {kind}:
                 return None
             columns.append(axis.to_units(values))
         return np.stack(columns, axis=1).astype(np.float32)

@@ -343,3 +343,30 @@ def test_integer_below_draws_as_numpy_integers(high: int) -> None:
         for _ in range(4):
             assert integer_below(ours, high) == int(theirs.integers(0, high, dtype=dtype))
         assert ours.bit_generator.state == theirs.bit_generator.state
+
+
+def test_vectors_read_from_dicts_match_validated_ones() -> None:
+    """``NumericView.vectors_of`` (the measured experiments' vectors, read from their JSON
+    dicts) gives :meth:`to_vectors` of the validated experiments bit for bit, and declines
+    (None) any dict whose values validation would change or reject."""
+    task = PlainLab()
+    view = task.numeric_view
+    rng = np.random.default_rng(4)
+    experiments = [task.random_experiment(rng) for _ in range(300)]
+    dicts = task._dump(experiments)
+    got = view.vectors_of(dicts)
+    want = view.to_vectors(experiments)
+    assert got.dtype == want.dtype == np.float32
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert {d["catalyst"] for d in dicts} == {"Pd", "Pt", "Ni"}
+    for change in (
+        {"temperature_K": 300},  # an int where a float is declared
+        {"stirs": 3.0},  # a float where an int is declared
+        {"stirs": True},
+        {"catalyst": "Cu"},
+        {"catalyst": ["Pd"]},  # unhashable
+    ):
+        assert view.vectors_of([*dicts[:3], {**dicts[3], **change}]) is None, change
+    assert view.vectors_of([{k: v for k, v in dicts[0].items() if k != "time_s"}]) is None
+    assert view.vectors_of([None]) is None
+    assert RecipeLab().numeric_view.vectors_of(dicts) is None  # a model with a validator
