@@ -120,9 +120,11 @@ deviation of the values over the mean reported uncertainty: a calibrated error b
 and the criterion is {RATIO_BAND[0]}-{RATIO_BAND[1]}. **deviation** is the mean minus the lab's independent
 reference (analytic kinetics, a second engine, the thermostat's set point), in standard
 errors of the mean in brackets; the criterion is {MEAN_SEMS:g} SEM plus the reference's
-stated error. The same checks run as tests (`tests/tasks/test_calibration_*.py`, the full
-tables in the slow suite; for WaterDensity-v2, whose table takes 35 minutes, the slow suite
-checks its first point).
+stated error. The same checks run as tests (`tests/tasks/test_calibration_*.py`): CI runs
+the reactors' full tables and LJEquationOfState-v2's shortest run (128 seeds), the slow
+suite a six-seed gross check of WaterDensity-v2; the MD labs' full tables take 17 and 35
+minutes on two cores and are marked `validation` (`python -m pytest -m validation`, or
+this page's generator), outside CI's time.
 
 Time per lab: PLACEHOLDER.
 """

@@ -14,13 +14,17 @@ Error bars: the standard error of each mean is the larger of
 
 - pymbar's estimate from the replicas' pooled autocorrelation function
   (``sqrt(var g / n)``), and
-- the spread of the replica means over ``sqrt(replicas)``.
+- the spread of the replica means over ``sqrt(replicas)``, divided by c4(replicas) (0.921
+  for 4: the mean sample standard deviation of normal values over the true one).
 
 Each is too small on its own in a short run: the autocorrelation function of 40 to 400
 samples is cut off before its slow tail (measured: spread / error bar 0.9-1.4 over 64 runs),
-and the spread of 4 replica means is an estimate with 3 degrees of freedom (0.84-1.26); the
-larger of the two was 0.80-1.22 in those probes and is 0.81-1.24 at the lab's calibration
-points (``docs/validation.md``, the current table). The kinetic temperature is read from the
+and the spread of 4 replica means is an estimate with 3 degrees of freedom (0.84-1.26),
+whose mean is c4(4) = 0.921 of the true spread (unbiased here, which the shortest runs need:
+there it is the larger estimate in 9 runs of 10, and without the factor their error bars
+read 10-12 % low over 256 seeds). The larger of the two is 0.89-1.03 over 96-256 seeds at
+200, 500 and 2000 steps; the lab's calibration points are in ``docs/validation.md``. The
+kinetic temperature is read from the
 integrator's mid-step velocities, which agree with the thermostat (the full-step ones read
 0.4 % cool in the dense liquid at dt = 0.005).
 

@@ -34,7 +34,7 @@ LangevinMiddle's half-step kinetic temperature reads warm by 0.35 % at 2 fs and 
 Error bars: every observable (density, potential energy per molecule, kinetic temperature
 2 KE / (n_dof k_B) with 771 degrees of freedom) is the mean over all replicas' samples, its
 standard error the larger of pymbar's from the replicas' pooled autocorrelation function
-and the spread of the replica means over sqrt(n_replicas)
+and the spread of the replica means over sqrt(n_replicas), unbiased by c4(n_replicas)
 (:func:`~labtwin.simulators.md.observables.replica_estimate`, as in the LJ lab). A production run is shorter than a
 correlation time, so each replica is close to one independent sample: one run alone could
 not measure its own correlation (pymbar's g from one 4 ps series underestimates the error

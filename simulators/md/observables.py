@@ -85,14 +85,28 @@ def replica_estimate(replicas: np.ndarray) -> SeriesMean:
     Each estimate is too small on its own in a short run: pymbar's autocorrelation function
     of a few hundred samples is cut off before its slow tail, and the spread of a few
     replica means is an estimate with few degrees of freedom; the larger of the two is the
-    error bar the MD labs report (calibrated in ``docs/validation.md``).
+    error bar the MD labs report (calibrated in ``docs/validation.md``). The spread is
+    unbiased with :func:`c4`: the sample standard deviation of ``n`` normal values averages
+    ``c4(n)`` times the true one (0.921 for 4 replicas), and at the LJ lab's shortest runs,
+    where the spread is the larger estimate in nine runs of ten, that bias was what made
+    its error bars read 10-12 % low over 256 seeds (spread / error bar 1.10-1.12; 1.02-1.04
+    with the correction).
     """
     values = np.asarray(replicas, dtype=np.float64)
     estimate = replica_mean(values)
-    spread = float(values.mean(axis=1).std(ddof=1)) / np.sqrt(len(values))
+    n = len(values)
+    spread = float(values.mean(axis=1).std(ddof=1)) / (c4(n) * np.sqrt(n)) if n > 1 else 0.0
     return SeriesMean(
         estimate.mean, max(estimate.stderr, spread), estimate.inefficiency, estimate.n_samples
     )
+
+
+def c4(n: int) -> float:
+    """E[s] / sigma for the sample standard deviation ``s`` (ddof 1) of ``n`` independent
+    normal values: ``sqrt(2 / (n - 1)) Gamma(n / 2) / Gamma((n - 1) / 2)``."""
+    from math import exp, lgamma, sqrt
+
+    return sqrt(2.0 / (n - 1)) * exp(lgamma(n / 2) - lgamma((n - 1) / 2))
 
 
 def block_average(series: np.ndarray, n_blocks: int = 10) -> tuple[np.ndarray, np.ndarray]:
