@@ -579,7 +579,7 @@ class CampaignBatch:
         dicts = [measured[i].experiment for i in with_experiment]
         vectors = view.vectors_of(dicts)
         if vectors is not None:  # read from the dicts: validation would change nothing
-            return {i: vectors[j] for j, i in enumerate(with_experiment)}
+            return dict(zip(with_experiment, vectors))  # its rows, as vectors[j] gives them
         experiments = validate_many(self.task.experiment_model, dicts)
         if any(isinstance(e, Invalid) for e in experiments):  # a recorded experiment no
             experiments = [self.task.experiment_model.model_validate(d) for d in dicts]  # longer

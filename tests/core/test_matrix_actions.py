@@ -170,3 +170,26 @@ def test_wrong_number_of_actions_says_so() -> None:
     env.reset(seed=0)
     with pytest.raises(ValueError, match="expected 3 actions, got 2"):
         env.step(np.zeros((2, 3)))
+
+
+@pytest.mark.parametrize(
+    "slots, error, message",
+    [
+        ([0, 3], IndexError, "slot 3 out of range for 3 slots"),
+        ([-1], IndexError, "slot -1 out of range for 3 slots"),
+        ([1, 2], RuntimeError, "reset\\(\\) a slot before stepping it"),
+        ([0, 1], RuntimeError, "step called on a finished campaign; reset it first"),
+    ],
+)
+def test_slots_that_cannot_step_say_why(slots: list[int], error: type, message: str) -> None:
+    """A slot that cannot step says why, with an array of actions as with a list."""
+    from labtwin.campaign import CampaignBatch
+
+    batch = CampaignBatch(NoisyLab(budget=1), 3)
+    batch.reset([0, 1], [0, 1])
+    if slots == [0, 1]:
+        batch.step([1], [np.zeros(3)])  # a budget of one: campaign 1 is done
+    with pytest.raises(error, match=message):
+        batch.step(slots, np.zeros((len(slots), 3)))
+    with pytest.raises(error, match=message):
+        batch.step(slots, list(np.zeros((len(slots), 3))))
