@@ -25,6 +25,7 @@ import numpy as np
 
 import labtwin
 from labtwin.calibration import MEAN_SEMS, RATIO_BAND, calibrate_lab, markdown_table
+from labtwin.registry import short_id
 
 ROOT = Path(__file__).resolve().parents[1]
 LJ = "LJEquationOfState-v2"
@@ -80,7 +81,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "validation.md")
     parser.add_argument("--no-finite-size", action="store_true")
     args = parser.parse_args()
-    labs = args.lab or labtwin.list_tasks()
+    # section names are short ids (list_tasks gives labtwin/<id>; the LJ section's extra
+    # table is keyed by the short one)
+    labs = [short_id(lab) for lab in (args.lab or labtwin.list_tasks())]
     sections, timings = [], []
     for lab in labs:
         sections.append("")
