@@ -443,7 +443,8 @@ molecule within the experiment budget.
         if result.kind == "xtb":
             cost = XTB_COST_S + XTB_COST_PER_ATOM_S * result.n_atoms
         # the conformer xTB measured (an xtb experiment), in labtwin.structures' format
-        artifacts = dict(result.structure)  # the engine's copy, this measurement's own
+        artifacts = dict(result.structure)  # a dict of its own; the arrays are the
+        # engine's stored, read-only ones (shared by every measurement of this molecule)
         return Measurement(
             "ok", observables, cost=cost, provenance=provenance, notes=notes, artifacts=artifacts
         )
