@@ -407,34 +407,13 @@ class Task:
                 return list_adapter(model).dump_python(experiments, mode="json")
         return [e.model_dump(mode="json") for e in experiments]
 
-    def _finish(
-        self,
-        m: Measurement,
-        experiment: Experiment,
-        seed: int,
-        dumped: dict[str, Any] | None = None,
-    ) -> Measurement:
-        if m.ok:
-            self._check_declared(m)
-        m.experiment = experiment.model_dump(mode="json") if dumped is None else dumped
-        m.cost_unit = m.cost_unit or self.cost_unit
-        m.provenance = {"task": self.id, "seed": seed, **m.provenance}
-        m.provenance["versions"] = {**package_versions(), **m.provenance.get("versions", {})}
-        if m.ok:
-            bad = [
-                k
-                for k, v in m.observables.items()
-                if not (math.isfinite(v.value) and math.isfinite(v.uncertainty))
-            ]
-            if bad:
-                m.status, m.reason = "failed", f"simulation produced non-finite values for {bad}"
-        return m
-
     def _finish_all(
         self, measured: list[Measurement], seeds: list[int], dumped: list[dict[str, Any]]
     ) -> list[Measurement]:
-        """:meth:`_finish` of every measurement of a ``simulate`` call, with the same fields
-        and provenance, and what is the same for all of them done once: the declared names
+        """Stamp every measurement of a ``simulate`` call: its experiment, cost unit and
+        provenance (``task``, ``seed``, then the lab's own keys; ``versions`` labtwin's
+        merged with the lab's), and ``failed`` for non-finite values; what is the same for
+        all of them done once: the declared names
         looked up once, and the provenance's ``versions`` (labtwin's merged with the lab's
         own) built once per distinct dict of the lab's and shared, read-only
         (:class:`SharedVersions`), by the measurements that carry it."""
@@ -463,7 +442,7 @@ class Task:
                         pair = (versions, SharedVersions({**base, **versions}))
                         merged[id(versions)] = pair
                     provenance["versions"] = pair[1]
-                else:  # whatever the lab put there, merged as _finish merges it
+                else:  # whatever mapping the lab put there: merged into a plain dict of its own
                     provenance["versions"] = {**package_versions(), **versions}
                 m.provenance = provenance
             if m.status == "ok":

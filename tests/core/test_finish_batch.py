@@ -1,5 +1,5 @@
-"""``Task._finish_all`` stamps a ``simulate`` call's measurements as ``Task._finish`` stamps
-each one: the same fields, the same provenance (content and key order, so the run store
+"""``Task._finish_all`` stamps a ``simulate`` call's measurements as :func:`finish_one` (the
+one-measurement stamping it replaced, kept here as the reference) stamps each one: the same fields, the same provenance (content and key order, so the run store
 writes the same bytes), the same failures for non-finite values and the same error for a
 lab that returns undeclared observables. The versions dict it shares between measurements
 is read-only and pickles, copies and writes to JSON as the plain dict it equals."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import pickle
 from collections import OrderedDict
 from typing import Any
@@ -21,6 +22,25 @@ from labtwin.measurement import Measurement, Value
 from labtwin.task import SharedVersions, package_versions
 
 LAB_VERSIONS = {"toy": "1.0"}  # one dict that many measurements of a lab carry
+
+
+def finish_one(task, m: Measurement, experiment, seed: int, dumped=None) -> Measurement:
+    """The library's former ``Task._finish``: one measurement at a time, nothing shared."""
+    if m.ok:
+        task._check_declared(m)
+    m.experiment = experiment.model_dump(mode="json") if dumped is None else dumped
+    m.cost_unit = m.cost_unit or task.cost_unit
+    m.provenance = {"task": task.id, "seed": seed, **m.provenance}
+    m.provenance["versions"] = {**package_versions(), **m.provenance.get("versions", {})}
+    if m.ok:
+        bad = [
+            k
+            for k, v in m.observables.items()
+            if not (math.isfinite(v.value) and math.isfinite(v.uncertainty))
+        ]
+        if bad:
+            m.status, m.reason = "failed", f"simulation produced non-finite values for {bad}"
+    return m
 
 
 def _measurements() -> list[Measurement]:
@@ -62,7 +82,8 @@ def test_batch_stamps_as_one_at_a_time() -> None:
     dumped = task._dump(experiments)
     seeds = [10 * i + 3 for i in range(24)]
     alone = [
-        task._finish(m, e, s, d) for m, e, s, d in zip(_measurements(), experiments, seeds, dumped)
+        finish_one(task, m, e, s, d)
+        for m, e, s, d in zip(_measurements(), experiments, seeds, dumped)
     ]
     together = task._finish_all(_measurements(), seeds, dumped)
     assert _lines(together) == _lines(alone)  # key order included: the run store's bytes
@@ -90,7 +111,7 @@ def test_run_returns_what_finishing_one_at_a_time_returns() -> None:
     with task.experiment_rngs([s for i, s in enumerate(seeds) if i != 3]) as rngs:
         valid = [p for i, p in enumerate(proposals) if i != 3]
         raw = task.simulate(valid, conditions[:7], rngs)
-    expected = [task._finish(m, e, s) for m, e, s in zip(raw, valid, seeds[:3] + seeds[4:])]
+    expected = [finish_one(task, m, e, s) for m, e, s in zip(raw, valid, seeds[:3] + seeds[4:])]
     assert _lines([m for i, m in enumerate(got) if i != 3]) == _lines(expected)
     assert got[3].status == "invalid"
 
@@ -100,7 +121,7 @@ def test_undeclared_observables_raise_the_same_error() -> None:
     e = task.random_experiment(np.random.default_rng(0))
     bad = Measurement("ok", {"signal": Value(1.0, ""), "extra": Value(2.0, "")})
     with pytest.raises(RuntimeError) as alone:
-        task._finish(copy.deepcopy(bad), e, 0)
+        finish_one(task, copy.deepcopy(bad), e, 0)
     good = Measurement("ok", {"signal": Value(1.0, "")})
     with pytest.raises(RuntimeError) as together:
         task._finish_all([good, bad], [0, 1], task._dump([e, e]))
