@@ -49,6 +49,7 @@ from labtwin.experiment import (
 )
 from labtwin.gcpause import paused_gc
 from labtwin.measurement import Measurement, ObservableSpec
+from labtwin.readonly import ReadOnlyDict
 from labtwin.seeding import experiment_generators
 
 if TYPE_CHECKING:
@@ -67,23 +68,16 @@ def package_versions(*names: str) -> dict[str, str]:
     return out
 
 
-class SharedVersions(dict):
+class SharedVersions(ReadOnlyDict):
     """Package name -> version in a measurement's provenance, one dict shared by the
     measurements whose versions are the same, so it is read-only; ``dict(versions)`` or
-    ``versions.copy()`` is a copy of one's own. It pickles, copies and writes to JSON as the
-    plain dict it equals."""
+    ``versions.copy()`` is a copy of one's own."""
 
-    def _read_only(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError(
-            "a measurement's provenance versions are shared by many measurements and "
-            "read-only; change a copy (dict(versions)) instead"
-        )
-
-    __setitem__ = __delitem__ = __ior__ = _read_only  # type: ignore[assignment]
-    clear = pop = popitem = setdefault = update = _read_only  # type: ignore[assignment]
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (dict(self),))
+    __slots__ = ()
+    read_only_message = (
+        "a measurement's provenance versions are shared by many measurements and "
+        "read-only; change a copy (dict(versions)) instead"
+    )
 
 
 @cache

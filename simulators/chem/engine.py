@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 
+from labtwin.readonly import ReadOnlyDict as _ReadOnlyDict
 from labtwin.simulators.chem.conformers import (
     ConformerError,
     ConformerSettings,
@@ -111,23 +112,15 @@ class MoleculeSettings:
     limits: Limits = Limits()
 
 
-class ReadOnlyDict(dict):
-    """A ``dict`` that cannot be changed: the values and structure of a result the engine
-    returns, which its caches hand out again (read it, or copy it: ``dict(values)``)."""
+class ReadOnlyDict(_ReadOnlyDict):
+    """The values and structure of a result the engine returns, which its caches hand out
+    again: read-only (read it, or copy it: ``dict(values)``)."""
 
     __slots__ = ()
-
-    def _read_only(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError(
-            "a molecule result is read-only (the engine's caches hand it out again); "
-            "copy it to change it: dict(result.values)"
-        )
-
-    __setitem__ = __delitem__ = __ior__ = _read_only  # type: ignore[assignment]
-    clear = pop = popitem = setdefault = update = _read_only  # type: ignore[assignment]
-
-    def __reduce__(self) -> tuple:
-        return (ReadOnlyDict, (dict(self),))
+    read_only_message = (
+        "a molecule result is read-only (the engine's caches hand it out again); "
+        "copy it to change it: dict(result.values)"
+    )
 
 
 @dataclass(frozen=True)
