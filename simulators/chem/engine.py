@@ -532,11 +532,7 @@ class MoleculeEngine:
                 else:
                     self.computed += 1
                     key = self.cache_key(screened.canonical, kind)
-                    result = self._cache.get(key)
-                    if result is None:
-                        result = self._result_of(key, Outcome(measured), kind)
-                    else:  # cached already: another spelling's (equal) result
-                        self._cache.move_to_end(key)
+                    result = self._result_of(key, Outcome(measured), kind)
             for i in fresh[s]:
                 results[i] = result
         self.computed += len(keys)
@@ -551,9 +547,15 @@ class MoleculeEngine:
 
     def _result_of(self, key: tuple, outcome: Outcome, kind: str) -> MoleculeResult:
         """A job's result from its outcome: read-only and cached where ``ok``, ``failed``
-        with the reason where its worker was lost."""
+        with the reason where its worker was lost. Where ``key`` is cached already (in the
+        one pass: another spelling's result, from before or from this batch, equal to this
+        one), the cached result."""
         if not outcome.ok:
             return MoleculeResult("failed", canonical=key[0], kind=kind, reason=outcome.failed)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            return cached
         result = _frozen(outcome.value)
         if result.ok:
             self._store(key, result)
