@@ -33,9 +33,16 @@ The peer is the loop a user would write without the engine: RDKit and the same j
 function in the calling process, one molecule after another (no isolation from native
 crashes, no timeouts, no cache), with ``OMP_NUM_THREADS=1`` as in the workers.
 
+The **ceiling** (descriptors stage) is what the machine allows two processes at that
+moment: two processes started before the rounds, each running that plain loop (screening
+and the job, no messages), timed alone and both at once in every round; the ceiling is the
+pair's aggregate throughput over one loop's alone (2 on two idle cores), to read beside the
+engine's parallel / serial ratio, which cannot beat it.
+
 Checked: every molecule is measured ``ok``; every parallel, cached and repeated round equals
 the first serial round exactly (``MoleculeResult`` equality: every value bit for bit); a
-cached round computes nothing (``engine.computed`` does not move).
+cached round computes nothing (``engine.computed`` does not move); the plain loops' values
+equal the engine's.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # xTB in the in-process loop, as in the workers
 
 import argparse  # noqa: E402
+import multiprocessing
 import statistics
 import time
 from collections.abc import Callable
@@ -52,7 +60,7 @@ from dataclasses import dataclass, field
 
 from _report import add_markdown_option, markdown_section
 
-from labtwin.simulators.chem import MoleculeEngine, MoleculeResult
+from labtwin.simulators.chem import MoleculeEngine, MoleculeResult, MoleculeSettings
 from labtwin.simulators.chem.engine import Job, measure_job, screen_one
 
 #: (name, SMILES) of the drugs measured; neutral parent molecules, one fragment each
@@ -93,7 +101,8 @@ DRUGS: tuple[tuple[str, str], ...] = (
         "CC(C)c1c(C(=O)Nc2ccccc2)c(-c2ccccc2)c(-c2ccc(F)cc2)n1CC[C@@H](O)C[C@@H](O)CC(=O)O",
     ),
 )
-#: molecules outside DRUGS that start each engine's workers before the timed rounds
+#: molecules outside DRUGS that start each engine's workers (and warm up the plain loop in
+#: this process) before the timed rounds
 WARM_UP = ["CCO", "CCCO"]
 PARALLEL_AIM, CACHE_AIM = 1.8, 1000.0
 
@@ -149,6 +158,64 @@ class StageTimes:
     #: seconds of the plain loop a user would write instead: RDKit and the same job
     #: function in the calling process, one molecule after another (no workers, no cache)
     in_process: list[float] = field(default_factory=list)
+    #: per round, two processes' plain loops: one alone, and both at once, as seconds
+    #: from the first start to the last end (:class:`PlainLoops`; empty if not measured)
+    loop_alone: list[float] = field(default_factory=list)
+    loop_pair: list[float] = field(default_factory=list)
+
+
+def plain_loop(smiles: list[str], stage: Stage) -> tuple[float, float, list]:
+    """The plain loop (screen, then the job, one molecule after another, in this process):
+    its start and end on the monotonic clock, which processes share, and the values."""
+    settings = MoleculeSettings()
+    start = time.monotonic()
+    plain = [
+        stage.job_function(Job(screen_one(s, settings.limits).canonical, stage.kind, settings))
+        for s in smiles
+    ]
+    end = time.monotonic()
+    return start, end, [r.values for r in plain]
+
+
+def _serve_plain_loop(conn, smiles: list[str], stage: Stage) -> None:
+    """A ceiling process: run :func:`plain_loop` once to warm up, then once per ``go``."""
+    plain_loop(smiles, stage)
+    conn.send("up")
+    while conn.recv() == "go":
+        conn.send(plain_loop(smiles, stage))
+
+
+class PlainLoops:
+    """Two processes, each with its own plain loop (no messages while a loop runs): the
+    machine's ceiling for two processes, one loop alone against both at once."""
+
+    def __init__(self, smiles: list[str], stage: Stage) -> None:
+        context = multiprocessing.get_context("spawn")  # nothing inherited, as the workers
+        self.conns, self.processes = [], []
+        for _ in range(2):
+            parent, child = context.Pipe()
+            process = context.Process(target=_serve_plain_loop, args=(child, smiles, stage))
+            process.start()
+            child.close()
+            self.conns.append(parent)
+            self.processes.append(process)
+        for conn in self.conns:
+            check(conn.recv() == "up", "a plain-loop process did not start")
+
+    def run(self, which: list[int]) -> tuple[float, list[list]]:
+        """Start the loops of ``which`` at once: seconds from the first start to the last
+        end, and each loop's values."""
+        for i in which:
+            self.conns[i].send("go")
+        runs = [self.conns[i].recv() for i in which]
+        return max(r[1] for r in runs) - min(r[0] for r in runs), [r[2] for r in runs]
+
+    def close(self) -> None:
+        for conn, process in zip(self.conns, self.processes):
+            conn.send("stop")
+            process.join(10.0)
+            if process.exitcode is None:
+                process.kill()
 
 
 def check(condition: bool, message: str) -> None:
@@ -187,15 +254,18 @@ def start_workers(engine: MoleculeEngine, kind: str) -> float:
     return seconds
 
 
-def run_stage(stage: Stage, smiles: list[str], rounds: int) -> StageTimes:
-    """Time one stage serial, parallel and cached; check every result against serial's."""
+def run_stage(stage: Stage, smiles: list[str], rounds: int, ceiling: bool) -> StageTimes:
+    """Time one stage serial, parallel and cached, and with ``ceiling`` two processes'
+    plain loops alone and together; check every result against serial's."""
     serial = MoleculeEngine(n_workers=1, job_function=stage.job_function)
     parallel = MoleculeEngine(n_workers=2, job_function=stage.job_function)
+    loops = PlainLoops(smiles, stage) if ceiling else None
     try:
         times = StageTimes([], [], [], start_workers(serial, stage.kind), 0.0)
         times.startup_parallel = start_workers(parallel, stage.kind)
         reference = None
         limits, settings = serial.settings.limits, serial.settings
+        plain_loop(WARM_UP, stage)  # this process's RDKit and SA table loaded, untimed
         ways = [
             (serial, times.serial, times.serial_cpu),
             (parallel, times.parallel, times.parallel_cpu),
@@ -237,10 +307,21 @@ def run_stage(stage: Stage, smiles: list[str], rounds: int) -> StageTimes:
                 [r.values for r in plain] == [r.values for r in reference],
                 f"{stage.name}: the in-process loop measured other values than the engine",
             )
+            if loops is not None:  # one loop alone (each in turn), then both at once
+                alone, values = loops.run([len(times.loop_alone) % 2])
+                pair, values_pair = loops.run([0, 1])
+                times.loop_alone.append(alone)
+                times.loop_pair.append(pair)
+                check(
+                    all(v == [r.values for r in reference] for v in values + values_pair),
+                    f"{stage.name}: a plain-loop process measured other values than the engine",
+                )
         return times
     finally:
         serial.close()
         parallel.close()
+        if loops is not None:
+            loops.close()
 
 
 def rate(n: int, seconds: list[float]) -> str:
@@ -253,6 +334,20 @@ def cores(cpu_s: list[float], wall_s: list[float]) -> str:
     """Median over rounds of the workers' CPU-seconds per wall-second: how many cores the
     workers had (2 workers on an idle 2-core machine: about 2)."""
     return f"{statistics.median(c / w for c, w in zip(cpu_s, wall_s)):.2f}"
+
+
+def ceiling(t: StageTimes) -> str:
+    """Two plain loops' aggregate throughput over one loop's alone, from the median
+    seconds of each ("-" where not measured)."""
+    if not t.loop_pair:
+        return "-"
+    return f"{2 * statistics.median(t.loop_alone) / statistics.median(t.loop_pair):.2f}x"
+
+
+def ceiling_range(t: StageTimes) -> str:
+    """The ceiling of each round, lowest to highest."""
+    rounds = sorted(2 * a / p for a, p in zip(t.loop_alone, t.loop_pair))
+    return f"{rounds[0]:.2f}-{rounds[-1]:.2f}x"
 
 
 def verdict(met: bool) -> str:
@@ -277,7 +372,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.molecules, args.rounds = 4, 1
-    with markdown_section(args.markdown, 'Molecules per second through the molecule engine: 1 worker, 2 workers and the cache'):
+    with markdown_section(
+        args.markdown,
+        "Molecules per second through the molecule engine: 1 worker, 2 workers and the cache",
+    ):
         _run(args)
 
 
@@ -287,7 +385,10 @@ def _run(args: argparse.Namespace) -> None:
     load_before = os.getloadavg()
     start = time.perf_counter()
     stages = [stage for stage in STAGES if stage.name in args.stages]
-    results = {stage.name: run_stage(stage, smiles, args.rounds) for stage in stages}
+    results = {
+        stage.name: run_stage(stage, smiles, args.rounds, ceiling=stage.name == "descriptors")
+        for stage in stages
+    }
     total = time.perf_counter() - start
     load_after = os.getloadavg()
 
@@ -298,11 +399,24 @@ def _run(args: argparse.Namespace) -> None:
     )
     print()
     print(
+        "Each stage, side by side in this one run: the engine with 1 worker process "
+        "(serial) and with 2 (parallel), recompute rounds with the cache cleared, serial "
+        "and parallel alternating in every round; the serial engine again on the same "
+        "molecules (cached, every one a hit); the plain loop a user would write (RDKit and "
+        "the same job function in this process); and, for descriptors, the ceiling: that "
+        "plain loop in two processes started before the rounds, one alone and both at once "
+        "in every round, the pair's throughput over one alone. Molecules per second as "
+        f"median (min-max) over {args.rounds} round(s); every worker and loop runs one "
+        "thread (OMP_NUM_THREADS=1)."
+    )
+    print()
+    print(
         "| stage | serial, 1 worker (mol/s) | parallel, 2 workers (mol/s) | cached (mol/s) "
         "| parallel / serial | recompute / cached | cores used, 1 / 2 workers "
-        "| worker start-up, 1 / 2 (s) | plain loop in process (mol/s) | 2 workers / plain loop |"
+        "| worker start-up, 1 / 2 (s) | plain loop in process (mol/s) | 2 workers / plain loop "
+        "| ceiling: 2 plain loops / 1 |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, t in results.items():
         serial_s = statistics.median(t.serial)
         speed_up = serial_s / statistics.median(t.parallel)
@@ -313,7 +427,8 @@ def _run(args: argparse.Namespace) -> None:
             f"| {cores(t.serial_cpu, t.serial)} / {cores(t.parallel_cpu, t.parallel)} "
             f"| {t.startup_serial:.2f} / {t.startup_parallel:.2f} "
             f"| {rate(n, t.in_process)} "
-            f"| {statistics.median(t.in_process) / statistics.median(t.parallel):.2f}x |"
+            f"| {statistics.median(t.in_process) / statistics.median(t.parallel):.2f}x "
+            f"| {ceiling(t)} |"
         )
     print()
     wall = {name: statistics.median(t.serial) / n for name, t in results.items()}
@@ -332,6 +447,12 @@ def _run(args: argparse.Namespace) -> None:
     )
     for name, t in results.items():
         pairs = sorted(s / p for s, p in zip(t.serial, t.parallel))
+        machine = (
+            f"; the machine's ceiling {ceiling(t)} (rounds {ceiling_range(t)}): two plain loops"
+            " at once over one alone"
+            if t.loop_pair
+            else ""
+        )
         speed_up = statistics.median(t.serial) / statistics.median(t.parallel)
         cache_gain = statistics.median(t.serial) / statistics.median(t.cached)
         print(
@@ -342,9 +463,30 @@ def _run(args: argparse.Namespace) -> None:
             f"{statistics.median(t.serial_cpu) / n * 1e3:.1f} ms on 1 worker, "
             f"{statistics.median(t.parallel_cpu) / n * 1e3:.1f} ms on 2; a cache hit "
             f"{statistics.median(t.cached) / n * 1e6:.1f} µs, screening alone (parse, "
-            f"canonicalise, check) {statistics.median(t.screening) / n * 1e3:.2f} ms"
+            f"canonicalise, check) {statistics.median(t.screening) / n * 1e3:.2f} ms{machine}"
         )
     print("Parallel, cached and repeated rounds equal the first serial round exactly.")
+    print()
+    print("Reading. " + " ".join(reading(name, t) for name, t in results.items()))
+
+
+def reading(name: str, t: StageTimes) -> str:
+    """One stage's figures in a sentence: the speed-up against its aim and the machine's
+    ceiling, and the cache's gain."""
+    speed_up = statistics.median(t.serial) / statistics.median(t.parallel)
+    cache_gain = statistics.median(t.serial) / statistics.median(t.cached)
+    machine = (
+        f", where two plain loops at once reached {ceiling(t)} the throughput of one alone "
+        "in the same rounds"
+        if t.loop_pair
+        else ""
+    )
+    return (
+        f"{name}: two workers measure {speed_up:.2f}x the molecules per second of one "
+        f"(aim {PARALLEL_AIM}x: {verdict(speed_up >= PARALLEL_AIM)}){machine}; a cache hit "
+        f"is {cache_gain:,.0f}x faster than a recompute (aim {CACHE_AIM:,.0f}x: "
+        f"{verdict(cache_gain >= CACHE_AIM)})."
+    )
 
 
 if __name__ == "__main__":
