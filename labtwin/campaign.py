@@ -53,7 +53,7 @@ _SEED_LIMIT = 2**63 - 1
 _SLOT_STREAM = 0x5EED  # entropy word that separates a slot's stream from its campaign's
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Record:
     """One step of a campaign: the currency of every view, logger and trainer.
 
@@ -175,6 +175,9 @@ class Campaign:
     _index: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     _unindexed: bool = field(default=False, init=False, repr=False, compare=False)
     _asked: tuple = field(default=(None, None), init=False, repr=False, compare=False)
+    # the recommended record (recommended()) of the first _ranked records
+    _ranked: int = field(default=0, init=False, repr=False, compare=False)
+    _best: Record | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def experiments(self) -> int:
@@ -221,38 +224,59 @@ class Campaign:
 
         The index maps an experiment's hash to its measurement (a list once there are more
         of one hash), so it keeps no object per record for the collector to walk; a lookup
-        keeps those whose experiment compares equal, as :func:`score_of` compares them."""
+        keeps those whose experiment compares equal, as :func:`score_of` compares them.
+        :meth:`CampaignBatch._append` indexes the record of the experiment asked about
+        last as it appends it; records added any other way are indexed here."""
+        if len(self.history) != self._indexed:
+            self._index_history()
+        try:
+            key = hash(frozenset(experiment.items()))  # type: ignore[union-attr]
+        except (AttributeError, TypeError):
+            key = None
+        self._asked = (experiment, key)
+        if key is None or self._unindexed:
+            return [m for m in self.measurements() if m.ok and m.experiment == experiment]
+        found = self._index.get(key)
+        if found is None:
+            return []
+        if type(found) is list:
+            return [m for m in found if m.experiment == experiment]
+        return [found] if found.experiment == experiment else []
+
+    def _index_history(self) -> None:
+        """Index the records appended since the index was last current (all of them where
+        the history was replaced)."""
         history = self.history
         if len(history) < self._indexed:  # history was replaced: index it again
             self._indexed, self._index, self._unindexed = 0, {}, False
         asked, asked_key = self._asked
-        index, indexed = self._index, self._indexed
-        new = (history[-1],) if len(history) == indexed + 1 else history[indexed:]
-        for record in new:
+        for record in history[self._indexed :]:
             m = record.measurement
             if record.kind == "experiment" and m.status == "ok":
                 # the experiment is mostly the one asked about last (its key is known)
                 key = asked_key if m.experiment is asked else _experiment_key(m.experiment)
                 if key is None:
                     self._unindexed = True
-                    continue
-                found = index.get(key)
-                if found is None:
-                    index[key] = m
-                elif type(found) is list:
-                    found.append(m)
                 else:
-                    index[key] = [found, m]
+                    self._add_to_index(key, m)
         self._indexed = len(history)
-        key = _experiment_key(experiment)
-        self._asked = (experiment, key)
-        if key is None or self._unindexed:
-            return [m for m in self.measurements() if m.ok and m.experiment == experiment]
-        found = index.get(key)
+
+    def _add_to_index(self, key: int, m: Measurement) -> None:
+        found = self._index.get(key)
         if found is None:
-            return []
-        found = found if type(found) is list else [found]
-        return [m for m in found if m.experiment == experiment]
+            self._index[key] = m
+        elif type(found) is list:
+            found.append(m)
+        else:
+            self._index[key] = [found, m]
+
+    def recommended(self) -> Record | None:
+        """:func:`recommended` of the history, kept as records are appended
+        (:meth:`CampaignBatch._append`) and worked out again where the history was replaced
+        or grew some other way."""
+        if self._ranked != len(self.history):
+            self._best, self._ranked = recommended(self.history), len(self.history)
+        return self._best
 
     def measurements(self) -> list[Measurement]:
         """Measurements of the campaign's experiments, in order (what analysis tools see)."""
@@ -531,7 +555,7 @@ class CampaignBatch:
         for campaign, record in zip(campaigns, records):
             if not campaign.done or campaign.end_reason == "answer submitted":
                 continue
-            best = recommended(campaign.history)
+            best = campaign.recommended()
             if best is not None:
                 ending.append((campaign, record, best))
         return ending
@@ -643,6 +667,20 @@ class CampaignBatch:
         history = campaign.history
         history.append(record)
         turns = len(history)
+        if campaign._ranked == turns - 1:  # keep the recommendation (recommended) current
+            campaign._ranked = turns
+            score = record.score
+            if kind == "experiment" and status == "ok" and score is not None:
+                best = campaign._best
+                if best is None or score > best.score:
+                    campaign._best = record
+        if campaign._indexed == turns - 1:  # keep the repeat index (repeats_of) current
+            m = record.measurement
+            if kind != "experiment" or status != "ok":
+                campaign._indexed = turns
+            elif m.experiment is campaign._asked[0] and campaign._asked[1] is not None:
+                campaign._add_to_index(campaign._asked[1], m)
+                campaign._indexed = turns
         if campaign._counted == turns - 1:  # keep the budget count (experiments) current
             campaign._counted = turns
             campaign._budgeted += kind != "analysis"
@@ -695,8 +733,6 @@ class CampaignBatch:
             history = campaign.history
             seen = len(history)
             public = public_of(campaign.conditions)
-            if seen == shown.seen and public == shown.public:
-                continue  # nothing new
             if seen < shown.seen:  # history was replaced: draw it again
                 obs[slot] = observation(task, campaign)
                 shown.seen = seen
@@ -707,6 +743,8 @@ class CampaignBatch:
                 header_at.append(slot)
                 headers.append(task.condition_vector(campaign.conditions))
                 shown.public = public
+            elif seen == shown.seen:
+                continue  # nothing new
             new = (history[-1],) if seen == shown.seen + 1 else history[shown.seen :]
             for record in new:
                 if record.kind == "analysis":  # not budgeted: no row
@@ -800,6 +838,8 @@ _UNSHOWN = object()  # no public conditions in the header yet
 class _Shown:
     """How much of a slot's campaign its observation rows hold."""
 
+    __slots__ = ("campaign", "seen", "written", "public")
+
     def __init__(self, campaign: Campaign | None = None) -> None:
         self.campaign = campaign
         self.seen = 0  # records of its history looked at
@@ -826,21 +866,16 @@ def _history_rows(task: Task, records: list[Record], width: int, n_act: int) -> 
     """Rows of :func:`observation` for budgeted records, before cleaning, as float64,
     built a column at a time (the same values as :func:`_history_row` row by row)."""
     vectors = [r.vector for r in records]
-    stacked = None
-    if n_act and all(type(v) is np.ndarray for v in vectors):
-        try:
-            stacked = np.stack(vectors)
-        except ValueError:  # vectors of different shapes
-            pass
-    if n_act and (stacked is None or stacked.shape != (len(records), n_act)):
+    shape = (n_act,)
+    if n_act and not all(type(v) is np.ndarray and v.shape == shape for v in vectors):
         return np.array([_history_row(task, r, width, n_act) for r in records])
     block = np.zeros((len(records), width), dtype=np.float64)
     measurements = [r.measurement for r in records]
     ok = [m.status == "ok" for m in measurements]  # m.ok
     block[:, 0] = 1.0
     block[:, 1] = ok
-    if n_act:
-        block[:, 2 : 2 + n_act] = stacked
+    if n_act:  # one concatenation (np.stack makes a view of every vector first)
+        block[:, 2 : 2 + n_act] = np.concatenate(vectors).reshape(len(records), n_act)
     measured = [i for i, r in enumerate(records) if ok[i] and r.kind == "experiment"]
     if measured:
         for j, spec in enumerate(task.observables):

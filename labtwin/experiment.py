@@ -441,8 +441,12 @@ class NumericView:
             return out
         unit = np.clip(matrix[rows], -1, 1)
         columns = [axis.from_units(unit[:, j]) for j, axis in enumerate(self.axes)]
-        names = self.names
-        dicts = [{**self.fixed, **dict(zip(names, values))} for values in zip(*columns)]
+        # {**fixed, **dict(zip(names, row))} for every row, filled a column at a time
+        fixed = self.fixed
+        dicts: list[dict[str, Any]] = [{**fixed} for _ in rows] if fixed else [{} for _ in rows]
+        for name, column in zip(self.names, columns):
+            for d, value in zip(dicts, column):
+                d[name] = value
         for i, e in zip(rows, validate_many(self.model, dicts)):
             out[i] = e
         return out

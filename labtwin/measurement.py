@@ -8,6 +8,7 @@ says why a valid experiment did not produce a result (the simulation blew up).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,7 +31,7 @@ class ObservableSpec:
     scale: float = 1.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Value:
     """One measured value with its unit and standard uncertainty (1 sigma)."""
 
@@ -44,7 +45,7 @@ class Value:
         return f"{self.value:.4g} {self.unit}".rstrip()
 
 
-@dataclass
+@dataclass(slots=True)
 class Measurement:
     """The outcome of one experiment.
 
@@ -61,7 +62,10 @@ class Measurement:
         artifacts: name -> array (trajectories, time courses); the run store
             writes them to files.
         notes: caveats a reader of an ``ok`` measurement must know (a state where
-            the lab's model may not hold); shown with the values.
+            the lab's model may not hold); shown with the values. A sequence of
+            strings: a lab passes a list; the default is an empty tuple, which (unlike
+            an empty list) is no object for the garbage collector to track, and a
+            vector env keeps thousands of measurements alive.
     """
 
     status: Status
@@ -73,7 +77,7 @@ class Measurement:
     proposal: Any = None
     provenance: dict[str, Any] = field(default_factory=dict)
     artifacts: dict[str, np.ndarray] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    notes: Sequence[str] = ()
 
     @property
     def ok(self) -> bool:

@@ -129,7 +129,7 @@ def pcg64_states(seeds: Sequence[int]) -> list[tuple[int, int]]:
 
 
 class PCG64(np.random.PCG64):
-    """A reusable ``PCG64`` set to the state ``PCG64(seed)`` starts in (:meth:`reseed`).
+    """A reusable ``PCG64`` set to the state ``PCG64(seed)`` starts in (:meth:`reseed_many`).
 
     ``seed_seq`` and ``spawn`` answer as ``PCG64(seed)`` would; the ``SeedSequence`` is
     made on first use. The class keeps numpy's name, so that its ``state`` dict is the
@@ -139,14 +139,18 @@ class PCG64(np.random.PCG64):
     _seed: int | None = None
     _seq: np.random.SeedSequence | None = None
 
-    def reseed(self, seed: int, state: int, inc: int) -> None:
-        self.state = {
-            "bit_generator": "PCG64",
-            "state": {"state": state, "inc": inc},
-            "has_uint32": 0,
-            "uinteger": 0,
-        }
-        self._seed, self._seq = seed, None
+    @staticmethod
+    def reseed_many(bits: Sequence[PCG64], seeds: Sequence[int]) -> None:
+        """Set each of ``bits`` to the state ``PCG64(seed)`` starts in, for its seed (integers
+        in ``[0, 2**64)``). numpy's ``state`` setter reads the dict it is given and keeps
+        none of it, so one dict serves every generator."""
+        inner = {"state": 0, "inc": 0}
+        state = {"bit_generator": "PCG64", "state": inner, "has_uint32": 0, "uinteger": 0}
+        for bit_generator, seed, (inner["state"], inner["inc"]) in zip(
+            bits, seeds, pcg64_states(seeds)
+        ):
+            bit_generator.state = state
+            bit_generator._seed, bit_generator._seq = seed, None
 
     @property
     def seed_seq(self) -> np.random.SeedSequence:
@@ -185,7 +189,7 @@ def experiment_generators(seeds: Sequence[int]) -> Iterator[list[np.random.Gener
     """Generators that draw as ``[numpy.random.default_rng(s) for s in seeds]``, lent for
     the ``with`` block (reentrant and thread-safe: each call takes its own from the pool)."""
     seeds = [int(s) for s in seeds]
-    if any(not 0 <= s < 2**64 for s in seeds):  # numpy's own path (and its error) for others
+    if seeds and (min(seeds) < 0 or max(seeds) >= 2**64):  # numpy's own path (and error)
         yield [np.random.default_rng(s) for s in seeds]
         return
     with _lock:
@@ -194,8 +198,7 @@ def experiment_generators(seeds: Sequence[int]) -> Iterator[list[np.random.Gener
     while len(taken) < len(seeds):
         taken.append(np.random.Generator(PCG64(0)))
     if seeds:
-        for rng, seed, (state, inc) in zip(taken, seeds, pcg64_states(seeds)):
-            rng.bit_generator.reseed(seed, state, inc)
+        PCG64.reseed_many([rng.bit_generator for rng in taken], seeds)
     try:
         yield taken
     finally:

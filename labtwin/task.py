@@ -440,14 +440,16 @@ class Task:
                     provenance["versions"] = {**package_versions(), **versions}
                 m.provenance = provenance
             if m.status == "ok":
-                bad = [
-                    k
-                    for k, v in m.observables.items()
-                    if not (isfinite(v.value) and isfinite(v.uncertainty))
-                ]
-                if bad:
-                    m.status = "failed"
-                    m.reason = f"simulation produced non-finite values for {bad}"
+                for v in m.observables.values():
+                    if not (isfinite(v.value) and isfinite(v.uncertainty)):
+                        bad = [
+                            k
+                            for k, v in m.observables.items()
+                            if not (isfinite(v.value) and isfinite(v.uncertainty))
+                        ]
+                        m.status = "failed"
+                        m.reason = f"simulation produced non-finite values for {bad}"
+                        break
         return measured
 
     def _check_declared(self, m: Measurement) -> None:

@@ -78,14 +78,20 @@ def _env_info(infos: dict[str, Any], i: int) -> dict[str, Any]:
     return {
         k: v[i]
         for k, v in infos.items()
-        if not k.startswith("_") and not isinstance(v, dict) and k != "final_obs"
+        if not k.startswith("_")
+        and not isinstance(v, dict)
+        and k != "final_obs"
         and infos[f"_{k}"][i]
     }
 
 
 @pytest.mark.parametrize(
     "reward_mode, penalty, mode",
-    [("improvement", 0.0, "NextStep"), ("score", 0.5, "NextStep"), ("improvement", 0.2, "SameStep")],
+    [
+        ("improvement", 0.0, "NextStep"),
+        ("score", 0.5, "NextStep"),
+        ("improvement", 0.2, "SameStep"),
+    ],
 )
 def test_vector_env_steps_as_lab_envs_one_at_a_time(reward_mode, penalty, mode) -> None:
     n, seed = 5, 11
@@ -148,8 +154,18 @@ def test_repeat_index_finds_what_a_scan_finds_even_when_hashes_collide() -> None
     assert _experiment_key({"x": -1}) == _experiment_key({"x": -2})
     task = NoisyLab()
     campaign = Campaign(task, 0, 0, np.random.default_rng(0), {}, 20)
-    proposals = [{"x": -1}, {"x": -2}, {"x": -1}, {"x": 1.0}, {"x": 1}, {"x": [1, 2]},
-                 {"x": -2}, {"x": [1, 2]}, {"x": -1}, None]
+    proposals = [
+        {"x": -1},
+        {"x": -2},
+        {"x": -1},
+        {"x": 1.0},
+        {"x": 1},
+        {"x": [1, 2]},
+        {"x": -2},
+        {"x": [1, 2]},
+        {"x": -1},
+        None,
+    ]
     rng = np.random.default_rng(1)
 
     def scan(experiment: Any) -> list[Measurement]:
@@ -167,3 +183,49 @@ def test_repeat_index_finds_what_a_scan_finds_even_when_hashes_collide() -> None
     campaign.history = campaign.history[:5]  # replaced: indexed again
     for experiment in proposals:
         assert campaign.repeats_of(experiment) == scan(experiment)
+
+
+def test_repeats_indexed_as_the_batch_appends_match_a_scan_and_score_of() -> None:
+    """The batch indexes each measured experiment as it appends its record; every step's
+    pooled score equals :func:`score_of` over a plain scan of the history before it, and
+    the index answers as the scan does after each step, also when a record was appended
+    by hand in between (the index catches up) and after the history was replaced. The
+    recommendation kept as records are appended is :func:`recommended` of the history."""
+    from labtwin.campaign import CampaignBatch, recommended, score_of
+
+    task = NoisyLab(budget=40)
+    batch = CampaignBatch(task, 1, max_turns=60)
+    campaign = batch.reset([0], [3])[0]
+    choices = [{"temperature_K": 300.0, "time_s": 10.0, "catalyst": c} for c in ("Pd", "Pt")]
+    rng = np.random.default_rng(2)
+    for step in range(24):
+        proposal = choices[int(rng.integers(2))]
+        if step % 5 == 0:  # a new experiment, or one the lab rejects
+            proposal = {"temperature_K": 290.0 + step, "time_s": 5.0}
+        elif step % 7 == 3:
+            proposal = {"temperature_K": 1e9}
+        before = [r.measurement for r in campaign.history if r.kind == "experiment"]
+        record = batch.step([0], [proposal])[0]
+        scan = [m for m in before if m.ok and m.experiment == record.measurement.experiment]
+        expected = score_of(task, "experiment", record.measurement, campaign.conditions, before)
+        assert record.score == expected
+        if record.measurement.ok:  # it is among its own repeats now, after those before it
+            assert campaign.repeats_of(record.measurement.experiment) == [*scan, record.measurement]
+        assert campaign.recommended() is recommended(campaign.history)
+        if step == 11:  # a record appended outside the batch: the index catches up
+            m = _measured(choices[0], 9.0)
+            campaign.history.append(Record(campaign.id, step, "experiment", m, 0.0, 0.0))
+        for experiment in choices:
+            found = campaign.repeats_of(experiment)
+            expected_found = [
+                m for m in campaign.measurements() if m.ok and m.experiment == experiment
+            ]
+            assert all(a is b for a, b in zip(found, expected_found))
+            assert len(found) == len(expected_found)
+    assert all(len(campaign.repeats_of(e)) >= 3 for e in choices)  # repeats were pooled
+    assert campaign.recommended() is recommended(campaign.history)
+    campaign.history = campaign.history[:7]
+    assert campaign.recommended() is recommended(campaign.history)
+    for experiment in choices:
+        scan = [m for m in campaign.measurements() if m.ok and m.experiment == experiment]
+        assert campaign.repeats_of(experiment) == scan
