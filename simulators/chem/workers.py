@@ -9,7 +9,8 @@ every job in the workers and returns one :class:`Outcome` per job, in order:
   the outcomes are in job order either way;
 - with ``prefetch=k`` a worker holds up to ``k`` messages queued behind the one it runs, so
   that it starts the next the moment it finishes one instead of waiting for the caller
-  to answer (for jobs of a few milliseconds, where the trip is a tenth of the job); the
+  to answer (for jobs of a few milliseconds, where the trip is a tenth of the job), except
+  the batch's last messages (:data:`ENDGAME`), which wait for a free worker; the
   per-job rules below are the same, and queued jobs that never started when a worker is
   lost go back to the queue untouched (they are not retries);
 - with ``chunk=k`` up to ``k`` consecutive jobs (in dispatch order) travel to a worker in
@@ -84,6 +85,11 @@ _UP = pickle.dumps(("up",))
 #: with ``chunk``, one message carries at most ``1 / (GUIDED * n_workers)`` of the work not
 #: yet sent (see the module docs)
 GUIDED = 2
+#: with ``prefetch``, the last ``ENDGAME * n_workers`` messages are not queued behind a
+#: running one: each goes to the first worker to be free, so that no worker sits idle at the
+#: end while another still has a job queued (2 workers, 32 drugs' descriptors: 54.0 against
+#: 55.9 ms and 56.0 against 61.0 ms a batch, medians of 40 alternating rounds)
+ENDGAME = 1
 
 
 def timed_out(timeout_s: float) -> str:
@@ -229,7 +235,8 @@ class MoleculePool:
         timeout_s: float,
     ) -> None:
         """Give waiting messages to workers: a new worker while fewer than ``n_workers``
-        are busy, then queue on the least loaded one up to ``depth`` messages each."""
+        are busy, then queue on the least loaded one up to ``depth`` messages each, but
+        the last :data:`ENDGAME` ``* n_workers`` messages only to a worker with none."""
         while waiting:
             if len(busy) < self.n_workers:
                 worker = self._take_worker()
@@ -238,6 +245,8 @@ class MoleculePool:
                 worker = min(busy, key=lambda w: len(w.jobs))
                 if len(worker.jobs) >= depth:
                     return
+                if worker.jobs and len(waiting) <= ENDGAME * self.n_workers:
+                    return  # the last messages go to whichever worker is free first
             indices = waiting.pop()
             payload = pickle.dumps((function, [jobs[i] for i in indices], timeout_s))
             try:

@@ -46,6 +46,12 @@ def sleep_for(seconds: float) -> float:
     return seconds
 
 
+def pid_after(seconds: float) -> int:
+    """The worker's process id, after ``seconds``."""
+    time.sleep(seconds)
+    return os.getpid()
+
+
 def raise_on_three(job: int) -> int:
     if job == 3:
         raise ZeroDivisionError("a bug in job three")
@@ -126,6 +132,22 @@ def test_a_job_of_a_chunk_past_its_timeout_is_failed_by_the_worker_clock() -> No
     assert [bool(o.failed) for o in outcomes] == [False, True] + [False] * 10
     assert outcomes[1].failed == "the measurement timed out after 0.5 s"
     assert restarted == 1
+
+
+def test_the_last_message_goes_to_the_first_free_worker_not_behind_a_long_job() -> None:
+    """With prefetch, the batch's last messages are not queued behind a running one: the
+    third job waits for the first worker to be free (the one that ran the short job), not
+    in the queue of the worker busy with the long one."""
+    from labtwin.simulators.chem.workers import ENDGAME
+
+    assert ENDGAME >= 1
+    pool = MoleculePool(n_workers=2)
+    try:
+        pool.map(pid_after, [0.0, 0.0], timeout_s=30.0)  # both workers up
+        long, short, last = pool.map(pid_after, [0.6, 0.05, 0.0], timeout_s=30.0, prefetch=1)
+    finally:
+        pool.close()
+    assert long != short and last == short
 
 
 def test_a_bug_in_a_chunk_raises_in_the_caller_naming_its_job() -> None:
