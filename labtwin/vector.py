@@ -209,12 +209,16 @@ def _step_info_columns(
         ("end_reason", _objects([c.end_reason for c in campaigns])),
     ]
     infos: dict[str, Any] = {}
+    every = len(envs) == num_envs  # envs are distinct slots, in order: then 0 .. num_envs - 1
     for key, values in columns:
-        if values.dtype == object:
+        if every:  # the column is the array
+            array = values
+        elif values.dtype == object:
             array = np.full(num_envs, fill_value=None, dtype=object)
+            array[envs] = values
         else:
             array = np.zeros(num_envs, dtype=values.dtype)
-        array[envs] = values
+            array[envs] = values
         infos[key], infos[f"_{key}"] = array, mask.copy()
     return infos
 
