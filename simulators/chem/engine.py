@@ -269,7 +269,8 @@ class MoleculeEngine:
     ``timeouts_s`` maps a kind to the seconds one molecule may take in its worker;
     ``job_function`` is what a worker runs per molecule (:func:`measure_job`; a test may
     pass one that crashes on purpose); ``screen_function`` is what a worker runs per chunk
-    of SMILES when screening moves to the workers (:func:`screen_chunk`; likewise);
+    of SMILES when screening moves to the workers, or per string in the one pass
+    (:func:`screen_chunk`; likewise);
     ``cache_size`` bounds the result cache, the answers of each kind, and four times it the
     screening memo (least recently used entries are dropped first).
     """
