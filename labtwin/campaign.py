@@ -43,7 +43,7 @@ from labtwin.experiment import Analysis, Answer, Invalid, validate_many
 from labtwin.frames import campaign_points, lab_frame
 from labtwin.gcpause import paused_gc
 from labtwin.measurement import Measurement, pool, to_jsonable
-from labtwin.seeding import integer_below
+from labtwin.seeding import campaign_generators, integer_below
 from labtwin.task import Task
 
 RewardMode = Literal["improvement", "score"]
@@ -304,7 +304,8 @@ class Recorder(Protocol):
 
 
 def campaign_rng(seed: int) -> np.random.Generator:
-    """The generator of the campaign seeded ``seed`` (the one seeding rule)."""
+    """The generator of the campaign seeded ``seed`` (the one seeding rule; a batch of
+    campaigns gets the same generators from :func:`labtwin.seeding.campaign_generators`)."""
     return np.random.default_rng(seed)
 
 
@@ -450,8 +451,8 @@ class CampaignBatch:
             raise ValueError(f"expected {len(slots)} seeds, got {len(seeds)}")
         if conditions is not None and len(conditions) != len(slots):
             raise ValueError(f"expected {len(slots)} conditions, got {len(conditions)}")
-        started = []
-        for k, (slot, seed) in enumerate(zip(slots, seeds)):
+        campaign_seeds = []
+        for slot, seed in zip(slots, seeds):
             if seed is not None:
                 seed = check_seed(seed)
                 self._streams[slot] = np.random.default_rng([_SLOT_STREAM, seed])
@@ -459,7 +460,11 @@ class CampaignBatch:
                 self._streams[slot] = np.random.default_rng()
             if seed is None:
                 seed = integer_below(self._streams[slot], _SEED_LIMIT)
-            rng = campaign_rng(seed)
+            campaign_seeds.append(seed)
+        # campaign_rng of each seed, made together (a vector env resets many at a time)
+        rngs = campaign_generators(campaign_seeds)
+        started = []
+        for k, (slot, seed, rng) in enumerate(zip(slots, campaign_seeds, rngs)):
             sampled = self.task.sample_conditions(rng)
             campaign = Campaign(
                 self.task,

@@ -25,7 +25,12 @@ from labtwin.campaign import CampaignBatch, observation
 from labtwin.env import reset_info, step_info
 from labtwin.experiment import Analysis, Answer, Invalid, NumericView
 from labtwin.gcpause import paused_gc
-from labtwin.seeding import experiment_generators, integer_below, pcg64_states
+from labtwin.seeding import (
+    campaign_generators,
+    experiment_generators,
+    integer_below,
+    pcg64_states,
+)
 from labtwin.testing import hostile_strategy
 from labtwin.vector import VectorLabEnv, vector_infos
 
@@ -204,6 +209,27 @@ def test_pooled_generators_draw_as_default_rng() -> None:
     with pytest.raises(ValueError):  # numpy's own error for a negative seed
         with experiment_generators([-1]):
             pass
+
+
+def test_campaign_generators_draw_as_default_rng() -> None:
+    """A batch of campaign generators (hashed together, handed to PCG64 as seed words) and a
+    short one (numpy's own) draw, spawn, answer ``seed_seq`` and pickle as ``default_rng``."""
+    edges = [0, 1, 2**32 - 1, 2**32, 2**63 - 2, 2**64 - 1]
+    seeds = edges + np.random.default_rng(2).integers(0, 2**63 - 1, 60).tolist()
+    for batch in (seeds, seeds[:3]):
+        for seed, rng in zip(batch, campaign_generators(batch)):
+            ref = np.random.default_rng(seed)
+            assert rng.bit_generator.state == ref.bit_generator.state
+            assert rng.bit_generator.seed_seq.entropy == seed
+            copy = pickle.loads(pickle.dumps(rng))
+            assert copy.bit_generator.seed_seq.entropy == seed
+            drawn = rng.standard_normal(3).tolist()
+            assert drawn == ref.standard_normal(3).tolist() == copy.standard_normal(3).tolist()
+            kids, ref_kids = rng.spawn(2), ref.spawn(2)
+            assert [k.random() for k in kids] == [k.random() for k in ref_kids]
+    assert type(campaign_generators(seeds)[0].bit_generator) is not np.random.PCG64  # hashed
+    with pytest.raises(ValueError):  # numpy's own error for a negative seed
+        campaign_generators([*seeds, -1])
 
 
 def _campaign_steps(task: labtwin.Task, rng: np.random.Generator) -> list[Any]:
