@@ -14,8 +14,9 @@ every job in the workers and returns one :class:`Outcome` per job, in order:
   per-job rules below are the same, and queued jobs that never started when a worker is
   lost go back to the queue untouched (they are not retries);
 - with ``chunk=k`` up to ``k`` consecutive jobs (in dispatch order) travel to a worker in
-  one message and come back in one reply (one round trip, one wake-up of the caller and
-  one pickled function for ``k`` jobs of a few milliseconds). Chunks shrink as the batch
+  one message and come back in one reply (one round trip and one wake-up of the caller
+  for ``k`` jobs of a few milliseconds; the function is pickled once a batch, and a worker
+  unpickles it again only when it changes). Chunks shrink as the batch
   goes (guided self-scheduling, Polychronopoulos & Kuck 1987): a message carries at most
   ``1 / (GUIDED * n_workers)`` of the work still to send, by ``costs`` where given, so
   the first messages are long and the last ones single jobs, and the workers finish
@@ -199,9 +200,10 @@ class MoleculePool:
         waiting = chunks[::-1]  # pop() takes the next message in dispatch order
         busy: list[_Worker] = []
         poller = _Poller()
+        pickled = pickle.dumps(function)  # once a batch, not once a message
         try:
             while waiting or busy:
-                self._dispatch(function, jobs, waiting, busy, depth, timeout_s)
+                self._dispatch(pickled, jobs, waiting, busy, depth, timeout_s)
                 now = time.monotonic()
                 ready = poller.wait(busy, max(0.0, min(w.deadline for w in busy) - now))
                 for worker in list(busy):
@@ -227,16 +229,16 @@ class MoleculePool:
 
     def _dispatch(
         self,
-        function: Callable,
+        function: bytes,
         jobs: list[Any],
         waiting: list[list[int]],
         busy: list[_Worker],
         depth: int,
         timeout_s: float,
     ) -> None:
-        """Give waiting messages to workers: a new worker while fewer than ``n_workers``
-        are busy, then queue on the least loaded one up to ``depth`` messages each, but
-        the last :data:`ENDGAME` ``* n_workers`` messages only to a worker with none."""
+        """Give waiting messages (with the pickled ``function``) to workers: a new worker
+        while fewer than ``n_workers`` are busy, then queue on the least loaded one up to
+        ``depth`` messages each, but the last :data:`ENDGAME` ``* n_workers`` messages only to a worker with none."""
         while waiting:
             if len(busy) < self.n_workers:
                 worker = self._take_worker()
@@ -423,8 +425,9 @@ def _stop(worker: _Worker, grace_s: float = 0.0) -> None:
 def _serve(
     conn: multiprocessing.connection.Connection, initializer: Callable[[], None] | None
 ) -> None:
-    """A worker's loop: receive a message of jobs, run them one after another, each on its
-    own clock, and send back their results in one reply, with the positions of the jobs
+    """A worker's loop: receive a message of jobs (and the pickled function, unpickled when
+    it differs from the last message's), run them one after another, each on its own
+    clock, and send back their results in one reply, with the positions of the jobs
     that ran past the timeout. Once, when ``initializer`` (imports, tables) has run and the
     first message is read (its function's module imported), say it is up: the start-up
     clock stops there."""
@@ -433,6 +436,7 @@ def _serve(
     if initializer is not None:
         initializer()
     up = False
+    pickled, function = b"", None  # the last message's function, unpickled once
     while True:
         try:
             data = conn.recv_bytes()
@@ -440,7 +444,9 @@ def _serve(
             return
         position = 0
         try:
-            function, jobs, timeout_s = pickle.loads(data)
+            blob, jobs, timeout_s = pickle.loads(data)
+            if blob != pickled:
+                function, pickled = pickle.loads(blob), blob
             if not up:
                 conn.send_bytes(_UP)
                 up = True
