@@ -505,7 +505,8 @@ class MoleculeEngine:
         milliseconds in a worker, rather than the batch's screening in the caller or a
         second round of messages), and the result cached first is the answer to both (the
         two are equal: a job is a function of the canonical SMILES alone). A string whose
-        worker was lost is ``failed`` with the reason and stays out of the memo."""
+        worker was lost is ``failed`` with the reason and stays out of the memo. A string's
+        timeout (the kind's) covers its screening and its measurement together."""
         strings, keys = list(fresh), list(todo)
         items: list[str | Screened] = [*strings, *screenings]
         # a string's cost: its characters (its atoms are not known yet), about its atoms
