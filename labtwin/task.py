@@ -48,7 +48,7 @@ from labtwin.experiment import (
     tool_schema,
 )
 from labtwin.gcpause import paused_gc
-from labtwin.measurement import Measurement, ObservableSpec
+from labtwin.measurement import Measurement, ObservableSpec, Value
 from labtwin.readonly import ReadOnlyDict
 from labtwin.seeding import experiment_generators
 
@@ -416,6 +416,10 @@ class Task:
             if m.status == "ok" and m.observables.keys() != declared:
                 self._check_declared(m)
         task_id, cost_unit, isfinite = self.id, self.cost_unit, math.isfinite
+
+        def finite(v: Value) -> bool:
+            return isfinite(v.value) and isfinite(v.uncertainty)
+
         base = _shared_versions()
         merged: dict[int, tuple[Any, SharedVersions]] = {}  # id(lab's versions) -> (it, merge)
         for m, seed, d in zip(measured, seeds, dumped):
@@ -439,17 +443,10 @@ class Task:
                 else:  # whatever mapping the lab put there: merged into a plain dict of its own
                     provenance["versions"] = {**package_versions(), **versions}
                 m.provenance = provenance
-            if m.status == "ok":
-                for v in m.observables.values():
-                    if not (isfinite(v.value) and isfinite(v.uncertainty)):
-                        bad = [
-                            k
-                            for k, v in m.observables.items()
-                            if not (isfinite(v.value) and isfinite(v.uncertainty))
-                        ]
-                        m.status = "failed"
-                        m.reason = f"simulation produced non-finite values for {bad}"
-                        break
+            if m.status == "ok" and not all(map(finite, m.observables.values())):
+                bad = [k for k, v in m.observables.items() if not finite(v)]
+                m.status = "failed"
+                m.reason = f"simulation produced non-finite values for {bad}"
         return measured
 
     def _check_declared(self, m: Measurement) -> None:
