@@ -16,10 +16,12 @@ A pooled generator belongs to its experiment for the duration of one ``simulate`
 
 from __future__ import annotations
 
+import ctypes
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.random.bit_generator import ISeedSequence
@@ -109,10 +111,11 @@ def _mul_wide(a: np.ndarray, b: np.uint64) -> tuple[np.ndarray, np.ndarray]:
     return a1 * b1 + (p01 >> _U32) + (p10 >> _U32) + (mid >> _U32), (mid << _U32) | (p00 & _M32)
 
 
-def pcg64_states(seeds: Sequence[int]) -> list[tuple[int, int]]:
+def pcg64_words(seeds: Sequence[int]) -> np.ndarray:
     """``(state, inc)`` that ``PCG64(seed)`` starts in, for every seed (pcg64_set_seed:
-    ``inc = (w2:w3) << 1 | 1``, ``state = (inc + w0:w1) * MULT + inc`` mod 2**128), in
-    64-bit words for all seeds at once."""
+    ``inc = (w2:w3) << 1 | 1``, ``state = (inc + w0:w1) * MULT + inc`` mod 2**128), worked
+    out in 64-bit words for all seeds at once: ``(n, 4)`` uint64, the columns the low and
+    high words of the state, then of the increment."""
     w0, w1, w2, w3 = seed_words(seeds).T
     with np.errstate(over="ignore"):
         inc_hi, inc_lo = (w2 << _U1) | (w3 >> _U63), (w3 << _U1) | _U1
@@ -122,11 +125,13 @@ def pcg64_states(seeds: Sequence[int]) -> list[tuple[int, int]]:
         hi = hi + s_lo * _MULT_HI + s_hi * _MULT_LO
         state_lo = lo + inc_lo
         state_hi = hi + inc_hi + (state_lo < lo)
+    return np.stack([state_lo, state_hi, inc_lo, inc_hi], axis=1)
+
+
+def pcg64_states(seeds: Sequence[int]) -> list[tuple[int, int]]:
+    """:func:`pcg64_words` as the ``(state, inc)`` integers of numpy's ``state`` dict."""
     return [
-        ((sh << 64) | sl, (ih << 64) | il)
-        for sh, sl, ih, il in zip(
-            state_hi.tolist(), state_lo.tolist(), inc_hi.tolist(), inc_lo.tolist()
-        )
+        ((sh << 64) | sl, (ih << 64) | il) for sl, sh, il, ih in pcg64_words(seeds).tolist()
     ]
 
 
@@ -232,14 +237,90 @@ def integer_below(rng: np.random.Generator, high: int) -> int:
     return m >> 64
 
 
+class _StateLayout(NamedTuple):
+    """Where numpy's ``PCG64`` keeps its state, as 64-bit words from ``state_address + 8``
+    (the ``has_uint32``/``uinteger`` word first, the 128-bit state and increment after)."""
+
+    words: int  # words written per generator
+    state_at: int  # the word where the state begins
+    order: list[int]  # pcg64_words columns in memory order
+
+
+def _raw_words(bit_generator: np.random.PCG64, words: int) -> memoryview:
+    """The bytes of ``bit_generator``'s state (:class:`_StateLayout`), writable."""
+    address = bit_generator.ctypes.state_address
+    return memoryview((ctypes.c_uint64 * words).from_address(address + 8)).cast("B")
+
+
+def _probe_layout() -> _StateLayout | None:
+    """numpy's ``PCG64`` state struct as this build lays it out, or None where it is not
+    the one :func:`experiment_generators` can write (then numpy's ``state`` setter is used).
+
+    The struct is numpy's (``pcg64_state``: a pointer to the 128-bit state and increment,
+    then ``has_uint32`` and ``uinteger``), reached through the documented
+    ``ctypes.state_address``; its layout is not part of numpy's interface, so it is checked
+    here against the setter and the getter on a probe generator, word by word, before use."""
+    try:
+        probe = np.random.PCG64(0)
+        address = probe.ctypes.state_address
+        pointer = ctypes.c_uint64.from_address(address).value
+        gap = pointer - address  # the state follows the struct inside the object
+        if sys.byteorder != "little" or gap % 8 or not 16 <= gap <= 64:
+            return None
+        words, state_at = (gap + 32 - 8) // 8, (gap - 8) // 8
+        a, b, c, d = 0x1122334455667788, 0x99AABBCCDDEEFF00, 0x0F1E2D3C4B5A6978, 0x8796A5B4C3D2E1F1
+        probe.state = {
+            "bit_generator": "PCG64",
+            "state": {"state": (a << 64) | b, "inc": (c << 64) | d},
+            "has_uint32": 1,
+            "uinteger": 0x76543210,
+        }
+        raw = np.frombuffer(_raw_words(probe, words), np.uint64)
+        found = raw[state_at:].tolist()
+        if raw[0] != (0x76543210 << 32) | 1:
+            return None
+        if found == [b, a, d, c]:  # native 128-bit integers: low word first
+            order = [0, 1, 2, 3]
+        elif found == [a, b, c, d]:  # numpy's two-word emulation: high word first
+            order = [1, 0, 3, 2]
+        else:
+            return None
+        layout = _StateLayout(words, state_at, order)
+        seed = 2**63 + 12345  # and back: written here, read by numpy, drawn as numpy draws
+        rows = np.zeros((1, words), np.uint64)
+        rows[:, state_at:] = pcg64_words([seed])[:, order]
+        _raw_words(probe, words)[:] = memoryview(rows).cast("B")
+        expect = np.random.PCG64(seed)
+        if probe.state != expect.state or probe.random_raw(3).tolist() != expect.random_raw(
+            3
+        ).tolist():
+            return None
+        return layout
+    except Exception:  # anything unexpected: numpy's setter
+        return None
+
+
+_LAYOUT = _probe_layout()
 _lock = threading.Lock()
-_free: list[np.random.Generator] = []
+_free: list[tuple[np.random.Generator, memoryview | None]] = []
+
+
+def _lendable() -> tuple[np.random.Generator, memoryview | None]:
+    rng = np.random.Generator(PCG64(0))
+    raw = None if _LAYOUT is None else _raw_words(rng.bit_generator, _LAYOUT.words)
+    return rng, raw
 
 
 @contextmanager
 def experiment_generators(seeds: Sequence[int]) -> Iterator[list[np.random.Generator]]:
     """Generators that draw as ``[numpy.random.default_rng(s) for s in seeds]``, lent for
-    the ``with`` block (reentrant and thread-safe: each call takes its own from the pool)."""
+    the ``with`` block (reentrant and thread-safe: each call takes its own from the pool).
+
+    A lent generator is set to its seed's starting state by writing the state words of
+    all seeds (:func:`pcg64_words`) straight into each generator's state (a memory copy of
+    48 bytes, against numpy's ``state`` setter, which parses a dict and divides 128-bit
+    integers: about a fifth of a cheap lab's step in a vector env). Where numpy lays the
+    state out otherwise (:func:`_probe_layout`), the setter does it."""
     seeds = [int(s) for s in seeds]
     if seeds and (min(seeds) < 0 or max(seeds) >= 2**64):  # numpy's own path (and error)
         yield [np.random.default_rng(s) for s in seeds]
@@ -248,11 +329,21 @@ def experiment_generators(seeds: Sequence[int]) -> Iterator[list[np.random.Gener
         taken = _free[len(_free) - len(seeds) :] if len(seeds) <= len(_free) else list(_free)
         del _free[len(_free) - len(taken) :]
     while len(taken) < len(seeds):
-        taken.append(np.random.Generator(PCG64(0)))
-    if seeds:
-        PCG64.reseed_many([rng.bit_generator for rng in taken], seeds)
+        taken.append(_lendable())
+    rngs = [rng for rng, _ in taken]
+    if seeds and _LAYOUT is None:
+        PCG64.reseed_many([rng.bit_generator for rng in rngs], seeds)
+    elif seeds:
+        words = _LAYOUT.words
+        rows = np.zeros((len(seeds), words), np.uint64)  # has_uint32 and uinteger: 0
+        rows[:, _LAYOUT.state_at :] = pcg64_words(seeds)[:, _LAYOUT.order]
+        src, size = memoryview(rows).cast("B"), 8 * words
+        for (rng, raw), at, seed in zip(taken, range(0, len(seeds) * size, size), seeds):
+            raw[:] = src[at : at + size]  # type: ignore[index]
+            bit_generator = rng.bit_generator
+            bit_generator._seed, bit_generator._seq = seed, None
     try:
-        yield taken
+        yield rngs
     finally:
         with _lock:
             _free.extend(taken)

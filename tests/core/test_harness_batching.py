@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from pydantic import model_validator
 
 import labtwin
+from labtwin import seeding
 from labtwin.campaign import CampaignBatch, observation
 from labtwin.env import reset_info, step_info
 from labtwin.experiment import Analysis, Answer, Invalid, NumericView
@@ -184,7 +185,16 @@ def test_vectorised_axis_maps_are_exact() -> None:
         np.testing.assert_array_equal(axis.to_units(values), [axis.to_unit(v) for v in values])
 
 
-def test_pooled_generators_draw_as_default_rng() -> None:
+@pytest.mark.parametrize("writes", ["state words", "numpy's setter"])
+def test_pooled_generators_draw_as_default_rng(writes: str, monkeypatch) -> None:
+    """Both ways of setting a lent generator's state: the words written into numpy's state
+    struct (where the probe found its layout, as it must on this machine) and numpy's
+    ``state`` setter (where it did not)."""
+    if writes == "state words":
+        assert seeding._LAYOUT is not None  # the probe read this numpy's layout
+    else:
+        monkeypatch.setattr(seeding, "_LAYOUT", None)
+    monkeypatch.setattr(seeding, "_free", [])
     edges = [0, 1, 2**32 - 1, 2**32, 2**63 - 2, 2**64 - 1]
     seeds = edges + np.random.default_rng(1).integers(0, 2**63 - 1, 300).tolist()
     for seed, (state, inc) in zip(seeds, pcg64_states(seeds)):
@@ -204,8 +214,13 @@ def test_pooled_generators_draw_as_default_rng() -> None:
                 kids, ref_kids = rng.spawn(2), ref.spawn(2)
                 assert [k.random() for k in kids] == [k.random() for k in ref_kids]
                 assert rng.bit_generator.seed_seq.entropy == seed
+                # left holding half of a 64-bit draw (has_uint32): the next lending clears it
+                if not rng.bit_generator.state["has_uint32"]:
+                    rng.random(dtype=np.float32)  # one 32-bit half drawn, one kept
+                assert rng.bit_generator.state["has_uint32"] == 1
             copy = pickle.loads(pickle.dumps(rngs[0]))  # what isolation sends to a worker
             assert copy.random() == rngs[0].random()
+    assert len(seeding._free) == 23  # 20 and the 3 lent inside, each made once
     with pytest.raises(ValueError):  # numpy's own error for a negative seed
         with experiment_generators([-1]):
             pass
