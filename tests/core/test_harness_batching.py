@@ -313,12 +313,18 @@ def _same_infos(a: dict[str, Any], b: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
 def test_infos_match_gymnasium_add_info(mode: str) -> None:
+    """Campaigns staggered (some slots started again a step or two later), so that steps
+    mix resets, experiments and closing confirmations."""
     task = RecipeLab()
-    env = VectorLabEnv(task, 4, autoreset_mode=mode)
+    assert task.confirms_best
+    env = VectorLabEnv(task, 6, autoreset_mode=mode)
     env.reset(seed=0)
     rng = np.random.default_rng(5)
-    for _ in range(9):
-        actions = rng.uniform(-1.05, 1.05, (4, task.numeric_view.space.shape[0]))
+    mixed = set()
+    for t in range(14):
+        if t in (1, 2):  # stagger: these slots start new campaigns now
+            env.batch.reset([1, 4] if t == 1 else [2])
+        actions = rng.uniform(-1.05, 1.05, (6, task.numeric_view.space.shape[0]))
         resetting = env._needs_reset.copy()
         _, _, _, _, infos = env.step(actions)
         if mode == "NextStep":  # what _add_info makes of each env's info, env by env
@@ -329,6 +335,10 @@ def test_infos_match_gymnasium_add_info(mode: str) -> None:
                 c = env.campaigns[i]
                 expected = env._add_info(expected, step_info(c, c.history[-1]), i)
             _same_infos(infos, expected)
+            if resetting.any() and not resetting.all():
+                mixed.add("confirmed_score" in infos)
+    if mode == "NextStep":
+        assert mixed == {True, False}  # mixed steps with and without a confirmation
     entries = [
         (2, {"a": 1, "m": "x", "nested": {"v": 0.5}, "final_obs": np.ones(2)}),
         (0, {"a": 3, "b": 2.5, "arr": np.arange(3), "nested": {"v": 1.5, "w": True}}),
@@ -337,8 +347,9 @@ def test_infos_match_gymnasium_add_info(mode: str) -> None:
     ]
     ours = vector_infos({"a": np.zeros(4, dtype=int), "_a": np.zeros(4, bool)}, 4, entries)
     theirs: dict[str, Any] = {"a": np.zeros(4, dtype=int), "_a": np.zeros(4, bool)}
+    four = VectorLabEnv(task, 4)
     for i, info in entries:
-        theirs = env._add_info(theirs, info, i)
+        theirs = four._add_info(theirs, info, i)
     _same_infos(ours, theirs)
 
 
