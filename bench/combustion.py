@@ -60,7 +60,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.shots, args.rounds = 2, 1
-    with markdown_section(args.markdown, 'Ignition shots per second: in process and on 2 worker processes (Cantera, GRI-Mech 3.0)'):
+    with markdown_section(
+        args.markdown,
+        "Ignition shots per second: in process and on 2 worker processes (Cantera, GRI-Mech 3.0)",
+    ):
         _run(args)
 
 

@@ -168,8 +168,9 @@ def run_one(bench: Bench, python: str, smoke: bool) -> tuple[str, float]:
             failed = "it wrote no section (no --markdown support)"
         if failed:
             body = (
-                f"## `{shown}`: not measured\n\n{failed}.\n\n```\n{tail}\n```\n" if tail else
-                f"## `{shown}`: not measured\n\n{failed}.\n"
+                f"## `{shown}`: not measured\n\n{failed}.\n\n```\n{tail}\n```\n"
+                if tail
+                else f"## `{shown}`: not measured\n\n{failed}.\n"
             )
         else:
             body = out.read_text()
@@ -189,8 +190,9 @@ def old_sections(path: Path) -> dict[str, str]:
     text = path.read_text()
     marks = list(SECTION.finditer(text))
     return {
-        m.group("name"): text[m.start() : marks[i + 1].start() if i + 1 < len(marks) else None]
-        .rstrip("\n")
+        m.group("name"): text[
+            m.start() : marks[i + 1].start() if i + 1 < len(marks) else None
+        ].rstrip("\n")
         + "\n"
         for i, m in enumerate(marks)
     }
@@ -235,8 +237,11 @@ def main() -> None:
     sections = old_sections(args.output) if args.only else {}
     with_vllm = vllm_python(args.vllm_python)
     progress = Progress(
-        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(), console=console,
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
     )
     with progress:
         task = progress.add_task("benchmarks", total=len(chosen))

@@ -130,9 +130,7 @@ def pcg64_words(seeds: Sequence[int]) -> np.ndarray:
 
 def pcg64_states(seeds: Sequence[int]) -> list[tuple[int, int]]:
     """:func:`pcg64_words` as the ``(state, inc)`` integers of numpy's ``state`` dict."""
-    return [
-        ((sh << 64) | sl, (ih << 64) | il) for sl, sh, il, ih in pcg64_words(seeds).tolist()
-    ]
+    return [((sh << 64) | sl, (ih << 64) | il) for sl, sh, il, ih in pcg64_words(seeds).tolist()]
 
 
 class SeedWords(ISeedSequence):
@@ -291,9 +289,10 @@ def _probe_layout() -> _StateLayout | None:
         rows[:, state_at:] = pcg64_words([seed])[:, order]
         _raw_words(probe, words)[:] = memoryview(rows).cast("B")
         expect = np.random.PCG64(seed)
-        if probe.state != expect.state or probe.random_raw(3).tolist() != expect.random_raw(
-            3
-        ).tolist():
+        if (
+            probe.state != expect.state
+            or probe.random_raw(3).tolist() != expect.random_raw(3).tolist()
+        ):
             return None
         return layout
     except Exception:  # anything unexpected: numpy's setter

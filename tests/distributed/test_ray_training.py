@@ -37,9 +37,7 @@ def small(out, **changes) -> TrainConfig:
 
 
 def unclocked(metrics: list[dict]) -> list[dict]:
-    return [
-        {k: v for k, v in m.items() if k != "time" and not k.endswith(CLOCKS)} for m in metrics
-    ]
+    return [{k: v for k, v in m.items() if k != "time" and not k.endswith(CLOCKS)} for m in metrics]
 
 
 def test_ray_generation_and_lab_worker_give_the_local_metrics(ray_cluster, tmp_path) -> None:

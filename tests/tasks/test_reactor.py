@@ -119,7 +119,9 @@ def test_arrhenius_fit_from_two_runs_scores_near_one() -> None:
     energy = GAS_CONSTANT * math.log(rates[1] / rates[0]) / (1 / 320.0 - 1 / 360.0) / 1e3
     _, reward, terminated, _, _ = env.step(labtwin.Answer({"activation_energy_kJ_mol": energy}))
     assert terminated
-    assert reward > 0.99  # exact data: the fit is exact up to the integrator's error (<< 0.05 kJ/mol)
+    assert (
+        reward > 0.99
+    )  # exact data: the fit is exact up to the integrator's error (<< 0.05 kJ/mol)
     truth = env.unwrapped.campaign.conditions["activation_energies"][0] / 1e3
     assert energy == pytest.approx(truth, abs=0.05)
 
