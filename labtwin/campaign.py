@@ -41,7 +41,7 @@ import numpy as np
 
 from labtwin.experiment import Analysis, Answer, Invalid, validate_many
 from labtwin.frames import campaign_points, lab_frame
-from labtwin.gcpause import paused_gc
+from labtwin.gcpause import lab_code, paused_gc
 from labtwin.measurement import Measurement, pool, to_jsonable
 from labtwin.seeding import campaign_generators, integer_below
 from labtwin.task import Task
@@ -463,9 +463,11 @@ class CampaignBatch:
             campaign_seeds.append(seed)
         # campaign_rng of each seed, made together (a vector env resets many at a time)
         rngs = campaign_generators(campaign_seeds)
+        with lab_code():
+            sampled_all = [self.task.sample_conditions(rng) for rng in rngs]
         started = []
         for k, (slot, seed, rng) in enumerate(zip(slots, campaign_seeds, rngs)):
-            sampled = self.task.sample_conditions(rng)
+            sampled = sampled_all[k]
             campaign = Campaign(
                 self.task,
                 self.next_campaign_id,
@@ -500,7 +502,7 @@ class CampaignBatch:
             raise ValueError(f"expected {len(slots)} proposals, got {len(proposals)}")
         if len(set(slots)) != len(slots):
             raise ValueError("a slot may take only one proposal per step")
-        with paused_gc():
+        with paused_gc():  # the harness's work; the lab's code runs with the collector on
             campaigns = [self._live(slot) for slot in slots]
             if matrix:  # rows are arrays: experiments all (none is an Analysis, Answer, Invalid)
                 seeds = [integer_below(c.rng, _SEED_LIMIT) for c in campaigns]
@@ -525,9 +527,7 @@ class CampaignBatch:
                     [campaigns[k].conditions for k in experiments],
                     [seeds[k] for k in experiments],
                 )
-        # the lab's call, with the collector on (Task.run pauses it itself)
-        measured = dict(zip(experiments, self.task.run(*lab_call)))
-        with paused_gc():
+            measured = dict(zip(experiments, self._lab_run(*lab_call)))
             vectors = self._vectors(measured)
             records = []
             for k, campaign in enumerate(campaigns):
@@ -544,11 +544,11 @@ class CampaignBatch:
                 self._append(campaign, record)
                 records.append(record)
             ending = self._ending(campaigns, records)
-        if ending:  # the lab's call again, with the collector on
-            self._confirm(ending)
-        if self.recorder is not None:
-            for record in records:
-                self.recorder.record(record)
+            if ending:  # the lab's call again
+                self._confirm(ending)
+            if self.recorder is not None:
+                for record in records:
+                    self.recorder.record(record)
         return records
 
     def _ending(self, campaigns: list[Campaign], records: list[Record]) -> list[tuple]:
@@ -569,7 +569,7 @@ class CampaignBatch:
         """Measure the recommendation of every campaign that ended in this step (one call)."""
         if not ending:
             return
-        measured = self.task.run(
+        measured = self._lab_run(
             [best.measurement.experiment for _, _, best in ending],
             [campaign.conditions for campaign, _, _ in ending],
             [campaign.next_seed() for campaign, _, _ in ending],
@@ -579,6 +579,14 @@ class CampaignBatch:
             record.confirmed_score = confirmed = self.task.score(m, campaign.conditions)
             if self.reward_mode == "improvement":
                 record.reward -= max(campaign.best_score - confirmed, 0.0)
+
+    def _lab_run(self, *call: Any) -> list[Measurement]:
+        """``task.run(*call)``: :meth:`Task.run` turns the collector on for the lab's simulate
+        itself; a lab's own ``run`` runs with it on throughout (:mod:`labtwin.gcpause`)."""
+        if type(self.task).run is Task.run:
+            return self.task.run(*call)
+        with lab_code():
+            return self.task.run(*call)
 
     def _live(self, slot: int) -> Campaign:
         if not 0 <= slot < self.num_slots:

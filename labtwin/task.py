@@ -47,7 +47,7 @@ from labtwin.experiment import (
     text_action_space,
     tool_schema,
 )
-from labtwin.gcpause import paused_gc
+from labtwin.gcpause import lab_code, paused_gc
 from labtwin.measurement import Measurement, ObservableSpec, Value
 from labtwin.readonly import ReadOnlyDict
 from labtwin.seeding import experiment_generators
@@ -370,26 +370,29 @@ class Task:
                     results[i] = Measurement.invalid(
                         p.reason, p.raw, task=self.id, seed=int(seeds[i])
                     )
-        if valid:
+            if not valid:
+                return results  # type: ignore[return-value]
             experiments = [parsed[i] for i in valid]
             with self.experiment_rngs([seeds[i] for i in valid]) as rngs:
                 batch = (experiments, [conditions[i] for i in valid], rngs)
-                if self.isolation:  # a crash or hang of the simulator becomes a failed measurement
-                    from labtwin.isolation import simulate_isolated
+                with lab_code():
+                    if self.isolation:  # a crash or hang of the simulator: a failed measurement
+                        from labtwin.isolation import simulate_isolated
 
-                    measured = simulate_isolated(self, *batch, timeout_s=self.simulation_timeout_s)
-                else:
-                    measured = self.simulate(*batch)
+                        measured = simulate_isolated(
+                            self, *batch, timeout_s=self.simulation_timeout_s
+                        )
+                    else:
+                        measured = self.simulate(*batch)
             if len(measured) != len(valid):
                 raise RuntimeError(
                     f"{type(self).__name__}.simulate returned {len(measured)} "
                     f"measurements for {len(valid)} experiments"
                 )
-            with paused_gc():
-                dumped = self._dump(experiments)
-                finished = self._finish_all(measured, [int(seeds[i]) for i in valid], dumped)
-                for i, m in zip(valid, finished):
-                    results[i] = m
+            dumped = self._dump(experiments)
+            finished = self._finish_all(measured, [int(seeds[i]) for i in valid], dumped)
+            for i, m in zip(valid, finished):
+                results[i] = m
         return results  # type: ignore[return-value]
 
     def _dump(self, experiments: list[Experiment]) -> list[dict[str, Any]]:

@@ -109,50 +109,50 @@ class VectorLabEnv(VectorEnv):
         self, actions: Any
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step every campaign; ``actions`` is an array ``(num_envs, d)`` or a list of proposals."""
-        if any(c is None for c in self.campaigns):
-            raise RuntimeError("call reset() before step()")
-        # an array of actions stays one: the lab converts its rows together (Task.parse_batch)
-        matrix = isinstance(actions, np.ndarray) and actions.ndim >= 2
-        proposals = actions if matrix else list(actions)
-        if len(proposals) != self.num_envs:
-            raise ValueError(f"expected {self.num_envs} actions, got {len(proposals)}")
-        rewards = np.zeros(self.num_envs, dtype=np.float64)
-        terminated = np.zeros(self.num_envs, dtype=bool)
-        truncated = np.zeros(self.num_envs, dtype=bool)
+        with paused_gc():  # one pause: each resumption sets off a collection (labtwin.gcpause)
+            if any(c is None for c in self.campaigns):
+                raise RuntimeError("call reset() before step()")
+            # an array of actions stays one: the lab converts its rows together (parse_batch)
+            matrix = isinstance(actions, np.ndarray) and actions.ndim >= 2
+            proposals = actions if matrix else list(actions)
+            if len(proposals) != self.num_envs:
+                raise ValueError(f"expected {self.num_envs} actions, got {len(proposals)}")
+            rewards = np.zeros(self.num_envs, dtype=np.float64)
+            terminated = np.zeros(self.num_envs, dtype=bool)
+            truncated = np.zeros(self.num_envs, dtype=bool)
 
-        resetting = np.flatnonzero(self._needs_reset).tolist()
-        started = self.batch.reset(resetting)
-        live = np.flatnonzero(~self._needs_reset).tolist()
-        if matrix:
-            stepped = proposals if len(live) == self.num_envs else proposals[live]
-        else:
-            stepped = [proposals[i] for i in live]
-        records = self.batch.step(live, stepped)
-        campaigns = self.campaigns
-        with paused_gc():  # one stretch: each resumption sets off a collection
+            resetting = np.flatnonzero(self._needs_reset).tolist()
+            started = self.batch.reset(resetting)
+            live = np.flatnonzero(~self._needs_reset).tolist()
+            if matrix:
+                stepped = proposals if len(live) == self.num_envs else proposals[live]
+            else:
+                stepped = [proposals[i] for i in live]
+            records = self.batch.step(live, stepped)
+            campaigns = self.campaigns
             rewards[live] = [record.reward for record in records]
             terminated[live] = [campaigns[i].done for i in live]
             infos = self._step_infos(resetting, started, live, records)
             obs = self._observations()
-        ended = np.flatnonzero(terminated | truncated).tolist()
-        if self.autoreset_mode == AutoresetMode.SAME_STEP and ended:
-            record_of = dict(zip(live, records))
-            final = [  # Gymnasium's layout: infos["final_obs"], infos["final_info"]
-                (
-                    i,
-                    {
-                        "final_obs": obs[i].copy(),
-                        "final_info": step_info(campaigns[i], record_of[i]),
-                    },
-                )
-                for i in ended
-            ]
-            infos = vector_infos(infos, self.num_envs, final)
-            self.batch.reset(ended)
-            obs = self._observations()
-        else:
-            self._needs_reset = terminated | truncated
-        return obs, rewards, terminated, truncated, infos
+            ended = np.flatnonzero(terminated | truncated).tolist()
+            if self.autoreset_mode == AutoresetMode.SAME_STEP and ended:
+                record_of = dict(zip(live, records))
+                final = [  # Gymnasium's layout: infos["final_obs"], infos["final_info"]
+                    (
+                        i,
+                        {
+                            "final_obs": obs[i].copy(),
+                            "final_info": step_info(campaigns[i], record_of[i]),
+                        },
+                    )
+                    for i in ended
+                ]
+                infos = vector_infos(infos, self.num_envs, final)
+                self.batch.reset(ended)
+                obs = self._observations()
+            else:
+                self._needs_reset = terminated | truncated
+            return obs, rewards, terminated, truncated, infos
 
     def _step_infos(
         self,

@@ -12,6 +12,8 @@ from __future__ import annotations
 import gc
 import math
 import pickle
+import sys
+import threading
 from typing import Any, Literal
 
 import numpy as np
@@ -21,11 +23,11 @@ from hypothesis import strategies as st
 from pydantic import model_validator
 
 import labtwin
-from labtwin import seeding
+from labtwin import gcpause, seeding
 from labtwin.campaign import CampaignBatch, observation
 from labtwin.env import reset_info, step_info
 from labtwin.experiment import Analysis, Answer, Invalid, NumericView
-from labtwin.gcpause import paused_gc
+from labtwin.gcpause import lab_code, paused_gc
 from labtwin.seeding import (
     campaign_generators,
     experiment_generators,
@@ -354,35 +356,106 @@ def test_infos_match_gymnasium_add_info(mode: str) -> None:
 
 
 def test_collector_paused_for_the_harness_only() -> None:
-    """The harness defers the garbage collector over its own work, never over simulate,
-    and leaves it as it found it (also after an error, and when it was off)."""
+    """A vector env's step defers the garbage collector over its own work and runs the lab's
+    code (simulate, sample_conditions, a lab's own run) with it on: every collection that
+    starts during the steps starts in a block of lab code (at its call or inside the lab's
+    methods), and some start inside simulate and sample_conditions themselves. The
+    collector is left as it was found."""
+    where: list[str] = []  # the lab's method running now, innermost last
+    step_code = VectorLabEnv.step.__code__
+    started: list[tuple[tuple[str, ...], str]] = []  # each collection: lab methods, block
     seen = []
 
-    class Watched(PlainLab):
-        def simulate(self, experiments, conditions, rngs):
-            seen.append(gc.isenabled())
-            return super().simulate(experiments, conditions, rngs)
+    def watch(phase: str, info: dict) -> None:
+        if phase == "start":
+            frame = sys._getframe(1)
+            while frame is not None and frame.f_code is not step_code:
+                frame = frame.f_back
+            if frame is not None:  # within a step (those between steps are the caller's)
+                blocks = getattr(gcpause._local, "stack", None) or ["none"]
+                started.append((tuple(where), blocks[-1]))
 
-    env = VectorLabEnv(Watched(), 3)
+    class Watched(PlainLab):
+        def sample_conditions(self, rng):
+            where.append("sample_conditions")
+            seen.append(gc.isenabled())
+            garbage = [[] for _ in range(800)]  # enough allocations to wake the collector
+            del garbage
+            conditions = super().sample_conditions(rng)
+            where.pop()
+            return conditions
+
+        def run(self, proposals, conditions, seeds):
+            where.append("run")
+            seen.append(gc.isenabled())
+            out = super().run(proposals, conditions, seeds)
+            where.pop()
+            return out
+
+        def simulate(self, experiments, conditions, rngs):
+            where.append("simulate")
+            seen.append(gc.isenabled())
+            garbage = [[] for _ in range(800)]
+            del garbage
+            out = super().simulate(experiments, conditions, rngs)
+            where.pop()
+            return out
+
+    env = VectorLabEnv(Watched(budget=3), 256)  # enough records to wake the collector
     env.reset(seed=0)
-    for _ in range(5):
-        env.step(np.zeros((3, 4)))
+    gc.callbacks.append(watch)
+    try:
+        for _ in range(12):  # campaigns end and reset: sample_conditions runs within steps
+            env.step(np.zeros((256, 4)))
+    finally:
+        gc.callbacks.remove(watch)
     assert seen and all(seen) and gc.isenabled()
+    assert started and {block for _, block in started} == {"lab"}  # none in the harness's work
+    assert {w[-1] for w, _ in started if w} >= {"simulate", "sample_conditions"}
+
+
+def test_collector_blocks_nest_and_span_threads() -> None:
+    """The innermost block decides; the blocks leave the collector as they found it (also
+    after an error, and when it was off); a lab running in another thread keeps it on."""
     with pytest.raises(ZeroDivisionError):
         with paused_gc():
             assert not gc.isenabled()
             with paused_gc():
                 pass
             assert not gc.isenabled()  # the inner block did not turn it back on
+            with lab_code():
+                assert gc.isenabled()
+                with paused_gc():
+                    assert not gc.isenabled()
+                assert gc.isenabled()
+            assert not gc.isenabled()
             raise ZeroDivisionError("inside the block")
     assert gc.isenabled()
     gc.disable()
     try:
         with paused_gc():
-            pass
+            with lab_code():
+                assert not gc.isenabled()  # off before: the blocks never turn it on
         assert not gc.isenabled()  # off before, off after
     finally:
         gc.enable()
+    inside, leave = threading.Event(), threading.Event()
+
+    def lab() -> None:
+        with lab_code():
+            inside.set()
+            leave.wait(10)
+
+    with paused_gc():
+        assert not gc.isenabled()
+        worker = threading.Thread(target=lab)
+        worker.start()
+        assert inside.wait(10)
+        assert gc.isenabled()  # the other thread's lab code keeps it on
+        leave.set()
+        worker.join(10)
+        assert not gc.isenabled()  # back to this thread's pause
+    assert gc.isenabled()
 
 
 @pytest.mark.parametrize("high", [2**63 - 1, 2**32 + 1, 3 * 2**62 + 5, 2**64])
