@@ -22,7 +22,7 @@ two worker processes; **cached**, the serial engine asked for the same molecules
 every one a cache hit. Workers are started (and timed) before the rounds; a round times
 several batches of the molecules where one batch is short (descriptors: 10 batches of tens
 of milliseconds each; the figures are per batch, the round's mean), each recompute batch
-clears the cache first, and serial and parallel rounds alternate so that a drift of the
+clears the cache first, and serial and parallel batches alternate so that a drift of the
 machine's speed reaches both. Prints min/median/max molecules per second over the
 rounds, the parallel/serial and recompute/cached ratios against the aims (1.8x on two
 processes, 1000x for a cache hit), the cores the workers had (their CPU-seconds, from
@@ -277,14 +277,18 @@ def run_stage(stage: Stage, smiles: list[str], rounds: int, ceiling: bool) -> St
             (serial, times.serial, times.serial_cpu),
             (parallel, times.parallel, times.parallel_cpu),
         ]
-        for _ in range(rounds):  # each way: seconds (and worker CPU) per batch, the mean
-            for engine, seconds, cpu in ways:  # of the round's batches
-                pids, cpu_before = worker_cpu_s(engine)
-                elapsed = 0.0
-                for _ in range(batches):
+        for _ in range(rounds):  # each way: seconds (and worker CPU) per batch, the mean of
+            elapsed = {id(engine): 0.0 for engine, _, _ in ways}  # the round's batches, the
+            spent = {id(engine): 0.0 for engine, _, _ in ways}  # ways alternating batch by batch
+            for _ in range(batches):
+                for engine, _, _ in ways:
                     engine.clear_cache()  # every batch a recompute (not timed)
+                    pids, cpu_before = worker_cpu_s(engine)
                     batch_s, results = timed(engine, smiles, stage.kind)
-                    elapsed += batch_s
+                    pids_after, cpu_after = worker_cpu_s(engine)
+                    elapsed[id(engine)] += batch_s
+                    same = pids == pids_after  # a replaced worker's CPU time is lost
+                    spent[id(engine)] += cpu_after - cpu_before if same else float("nan")
                     if reference is None:
                         failed = [f"{r.smiles}: {r.reason}" for r in results if not r.ok]
                         check(not failed, f"{stage.name}: not measured: {failed}")
@@ -294,10 +298,9 @@ def run_stage(stage: Stage, smiles: list[str], rounds: int, ceiling: bool) -> St
                         f"{stage.name}: {engine.pool.n_workers} worker(s) measured other "
                         "values than the first serial batch",
                     )
-                pids_after, cpu_after = worker_cpu_s(engine)
-                seconds.append(elapsed / batches)
-                same = pids == pids_after  # a replaced worker's CPU time is lost
-                cpu.append((cpu_after - cpu_before) / batches if same else float("nan"))
+            for engine, seconds, cpu in ways:
+                seconds.append(elapsed[id(engine)] / batches)
+                cpu.append(spent[id(engine)] / batches)
             computed = serial.computed
             elapsed = 0.0
             for _ in range(batches):
@@ -416,7 +419,7 @@ def _run(args: argparse.Namespace) -> None:
     print(
         "Each stage, side by side in this one run: the engine with 1 worker process "
         "(serial) and with 2 (parallel), recompute rounds with the cache cleared, serial "
-        "and parallel alternating in every round; the serial engine again on the same "
+        "and parallel alternating batch by batch; the serial engine again on the same "
         "molecules (cached, every one a hit); the plain loop a user would write (RDKit and "
         "the same job function in this process); and, for descriptors, the ceiling: that "
         "plain loop in two processes started before the rounds, one alone and both at once "
