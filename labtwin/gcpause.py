@@ -6,10 +6,10 @@ dicts) that live on; each 700 allocations wake the collector, whose older genera
 then walk every campaign's history again, and each resumption after a pause sets off a
 collection of its own. So a vector env's step is one pause (:func:`paused_gc`), and only
 the lab's code inside it (its ``simulate``, which may run long and make cyclic garbage,
-and its ``sample_conditions``) runs with the collector on (:func:`lab_code`). On a
-1,024-env step of a trivial lab that is a tenth of the harness's time against one pause
-per stretch of bookkeeping. Nothing is lost: garbage made meanwhile is collected when
-the collector runs.
+and its ``sample_conditions``) runs with the collector on (:func:`lab_code`); a lab's
+``reward``, quick by contract, runs in the pause. Over 160 steps of 1,024 envs of a trivial
+lab that makes 15% fewer collections, young and full, than a pause per stretch of
+bookkeeping. Nothing is lost: garbage made meanwhile is collected when the collector runs.
 
 Blocks nest, and the innermost open block of a thread decides for that thread; across
 threads the collector is off while some thread's innermost block is a pause and no
