@@ -277,18 +277,19 @@ def run_stage(stage: Stage, smiles: list[str], rounds: int, ceiling: bool) -> St
             (serial, times.serial, times.serial_cpu),
             (parallel, times.parallel, times.parallel_cpu),
         ]
-        for _ in range(rounds):  # each way: seconds (and worker CPU) per batch, the mean of
-            elapsed = {id(engine): 0.0 for engine, _, _ in ways}  # the round's batches, the
-            spent = {id(engine): 0.0 for engine, _, _ in ways}  # ways alternating batch by batch
+        for _ in range(rounds):
+            # each way's seconds and worker CPU per batch, the mean over the round's batches,
+            # the ways alternating batch by batch
+            elapsed, spent = [0.0] * len(ways), [0.0] * len(ways)
             for _ in range(batches):
-                for engine, _, _ in ways:
+                for k, (engine, _, _) in enumerate(ways):
                     engine.clear_cache()  # every batch a recompute (not timed)
                     pids, cpu_before = worker_cpu_s(engine)
                     batch_s, results = timed(engine, smiles, stage.kind)
                     pids_after, cpu_after = worker_cpu_s(engine)
-                    elapsed[id(engine)] += batch_s
+                    elapsed[k] += batch_s
                     same = pids == pids_after  # a replaced worker's CPU time is lost
-                    spent[id(engine)] += cpu_after - cpu_before if same else float("nan")
+                    spent[k] += cpu_after - cpu_before if same else float("nan")
                     if reference is None:
                         failed = [f"{r.smiles}: {r.reason}" for r in results if not r.ok]
                         check(not failed, f"{stage.name}: not measured: {failed}")
@@ -298,9 +299,9 @@ def run_stage(stage: Stage, smiles: list[str], rounds: int, ceiling: bool) -> St
                         f"{stage.name}: {engine.pool.n_workers} worker(s) measured other "
                         "values than the first serial batch",
                     )
-            for engine, seconds, cpu in ways:
-                seconds.append(elapsed[id(engine)] / batches)
-                cpu.append(spent[id(engine)] / batches)
+            for (_, seconds, cpu), way_s, way_cpu in zip(ways, elapsed, spent):
+                seconds.append(way_s / batches)
+                cpu.append(way_cpu / batches)
             computed = serial.computed
             elapsed = 0.0
             for _ in range(batches):

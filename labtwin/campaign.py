@@ -464,16 +464,15 @@ class CampaignBatch:
         # campaign_rng of each seed, made together (a vector env resets many at a time)
         rngs = campaign_generators(campaign_seeds)
         with lab_code():
-            sampled_all = [self.task.sample_conditions(rng) for rng in rngs]
+            sampled = [self.task.sample_conditions(rng) for rng in rngs]
         started = []
         for k, (slot, seed, rng) in enumerate(zip(slots, campaign_seeds, rngs)):
-            sampled = sampled_all[k]
             campaign = Campaign(
                 self.task,
                 self.next_campaign_id,
                 seed,
                 rng,
-                dict(conditions[k]) if conditions is not None else sampled,
+                dict(conditions[k]) if conditions is not None else sampled[k],
                 self.max_turns,
                 self.reward_mode,
                 self.invalid_penalty,

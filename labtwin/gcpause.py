@@ -8,7 +8,7 @@ collection of its own. So a vector env's step is one pause (:func:`paused_gc`), 
 the lab's code inside it (its ``simulate``, which may run long and make cyclic garbage,
 and its ``sample_conditions``) runs with the collector on (:func:`lab_code`); a lab's
 ``reward``, quick by contract, runs in the pause. Over 160 steps of 1,024 envs of a trivial
-lab that makes 15% fewer collections, young and full, than a pause per stretch of
+lab, that is 15% fewer collections, young and full, than a pause per stretch of
 bookkeeping. Nothing is lost: garbage made meanwhile is collected when the collector runs.
 
 Blocks nest, and the innermost open block of a thread decides for that thread; across
@@ -27,7 +27,6 @@ from typing import Any
 _lock = threading.Lock()
 _local = threading.local()
 _innermost = {"pause": 0, "lab": 0}  # threads whose innermost open block is of each kind
-_open = 0  # blocks open in all threads
 _ours = False  # the collector was on as the first block opened: the blocks switch it
 
 
@@ -50,14 +49,13 @@ class _Block:
         self.kind = kind
 
     def __enter__(self) -> None:
-        global _open, _ours
+        global _ours
         stack = getattr(_local, "stack", None)
         if stack is None:
             stack = _local.stack = []
         with _lock:
-            if not _open:
+            if not _innermost["pause"] and not _innermost["lab"]:  # the first block open
                 _ours = gc.isenabled()
-            _open += 1
             if stack:
                 _innermost[stack[-1]] -= 1
             stack.append(self.kind)
@@ -65,15 +63,14 @@ class _Block:
             _settle()
 
     def __exit__(self, *exc: Any) -> None:
-        global _open, _ours
+        global _ours
         stack = _local.stack
         with _lock:
             _innermost[stack.pop()] -= 1
             if stack:
                 _innermost[stack[-1]] += 1
-            _open -= 1
             _settle()
-            if not _open:
+            if not _innermost["pause"] and not _innermost["lab"]:  # the last block closed
                 _ours = False
 
 
