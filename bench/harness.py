@@ -105,7 +105,7 @@ PHASES = {  # phase -> [(owner, method name)] timed by wrapping the owner's boun
     "conversion": [("task", "parse_batch")],  # numeric actions to experiments
     "generators": [("task", "experiment_rngs")],  # one seeded generator per experiment
     "results": [("task", "_dump"), ("task", "_finish_all")],  # the lab's measurements checked
-    "records": [("batch", "_experiment"), ("batch", "_append")],  # scores, rewards, records
+    "records": [("batch", "_experiments"), ("batch", "_append_all")],  # scores, rewards, records
     "observation": [("env", "_observations")],
     "infos": [("env", "_step_infos")],
 }

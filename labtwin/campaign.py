@@ -526,22 +526,18 @@ class CampaignBatch:
                     [campaigns[k].conditions for k in experiments],
                     [seeds[k] for k in experiments],
                 )
-            measured = dict(zip(experiments, self._lab_run(*lab_call)))
+            measured = self._lab_run(*lab_call)  # those of the experiments, in their order
+            every = len(experiments) == len(campaigns)
+            measured_of = campaigns if every else [campaigns[k] for k in experiments]
             vectors = self._vectors(measured)
-            records = []
-            for k, campaign in enumerate(campaigns):
-                m = measured.get(k)
-                proposal = None if m is not None else proposals[k]
-                if m is not None:
-                    record = self._experiment(campaign, m, vectors.get(k))
-                elif isinstance(proposal, Answer):
-                    record = self._answer(campaign, proposal, seeds[k])
-                elif isinstance(proposal, Analysis):
-                    record = self._analysis_call(campaign, proposal)
-                else:
-                    record = self._invalid_call(campaign, proposal, seeds[k])
-                self._append(campaign, record)
-                records.append(record)
+            records = self._experiments(measured_of, measured, vectors)
+            if not every:  # answers, analyses, invalid calls among them
+                record_of = dict(zip(experiments, records))
+                records = [
+                    record_of[k] if k in record_of else self._other(c, proposals[k], seeds[k])
+                    for k, c in enumerate(campaigns)
+                ]
+            self._append_all(campaigns, records)
             ending = self._ending(campaigns, records)
             if ending:  # the lab's call again
                 self._confirm(ending)
@@ -605,40 +601,79 @@ class CampaignBatch:
         score = score_of(task, kind, m, campaign.conditions, history, repeats)
         return Record(campaign.id, len(campaign.history), kind, m, score, 0.0, **kw)
 
-    def _vectors(self, measured: dict[int, Measurement]) -> dict[int, np.ndarray]:
-        """Each measured experiment's point in the numeric view, by its key in ``measured``
-        (one array for all)."""
+    def _vectors(self, measured: list[Measurement]) -> list[np.ndarray | None]:
+        """Each measured experiment's point in the numeric view, in order (None for an
+        invalid proposal, or where the lab has no numeric view): one array for all."""
         view = self.task.numeric_view
         if view is None:
-            return {}
-        with_experiment = [k for k, m in measured.items() if m.experiment is not None]
-        dicts = [measured[i].experiment for i in with_experiment]
+            return [None] * len(measured)
+        with_experiment = [k for k, m in enumerate(measured) if m.experiment is not None]
+        dicts = [measured[k].experiment for k in with_experiment]
+        out: list[np.ndarray | None]
+        if len(with_experiment) == len(measured):
+            out = []
+        else:
+            out = [None] * len(measured)
         vectors = view.vectors_of(dicts)
-        if vectors is not None:  # read from the dicts: validation would change nothing
-            return dict(zip(with_experiment, vectors))  # its rows, as vectors[j] gives them
-        experiments = validate_many(self.task.experiment_model, dicts)
-        if any(isinstance(e, Invalid) for e in experiments):  # a recorded experiment no
-            experiments = [self.task.experiment_model.model_validate(d) for d in dicts]  # longer
-        vectors = view.to_vectors(experiments)  # validates: raise as model_validate does
-        return {i: vectors[j] for j, i in enumerate(with_experiment)}
+        if vectors is None:  # not readable from the dicts: validated and converted
+            experiments = validate_many(self.task.experiment_model, dicts)
+            if any(isinstance(e, Invalid) for e in experiments):  # a recorded experiment no
+                experiments = [self.task.experiment_model.model_validate(d) for d in dicts]
+            vectors = view.to_vectors(experiments)  # validates: raise as model_validate does
+        if not out:  # its rows, as vectors[j] gives them
+            return list(vectors)
+        for j, k in enumerate(with_experiment):
+            out[k] = vectors[j]
+        return out
 
-    def _experiment(self, campaign: Campaign, m: Measurement, vector: np.ndarray | None) -> Record:
-        """The record of a measured experiment: :meth:`_new_record` and its reward, written
-        out for the one kind that every step of a numeric agent takes (the same values)."""
-        task, experiment = self.task, m.experiment
-        if m.status == "ok" and task.pool_repeats:  # score_of's pooled branch
-            repeats = campaign.repeats_of(experiment)
-            score = task.score(pool([*repeats, m]) if repeats else m, campaign.conditions)
-        else:
-            score = task.score(m, campaign.conditions)
-        if self.reward_mode == "improvement":
-            reward = max(score - campaign.best_score, 0.0)
-        else:
-            reward = score
-        shown = experiment if experiment is not None else m.proposal
-        return Record(
-            campaign.id, len(campaign.history), "experiment", m, score, reward, shown, "", vector
+    def _experiments(
+        self,
+        campaigns: list[Campaign],
+        measured: list[Measurement],
+        vectors: list[np.ndarray | None],
+    ) -> list[Record]:
+        """The records of measured experiments, one per campaign (distinct campaigns):
+        :meth:`_new_record` and its reward, written out as one loop for the kind that every
+        step of a numeric agent takes (the same values)."""
+        task = self.task
+        score, pooled, improvement = (
+            task.score,
+            task.pool_repeats,
+            self.reward_mode == "improvement",
         )
+        records = []
+        for campaign, m, vector in zip(campaigns, measured, vectors):
+            experiment = m.experiment
+            if pooled and m.status == "ok":  # score_of's pooled branch
+                repeats = campaign.repeats_of(experiment)
+                s = score(pool([*repeats, m]) if repeats else m, campaign.conditions)
+            else:
+                s = score(m, campaign.conditions)
+            reward = max(s - campaign.best_score, 0.0) if improvement else s
+            shown = experiment if experiment is not None else m.proposal
+            records.append(
+                Record(
+                    campaign.id,
+                    len(campaign.history),
+                    "experiment",
+                    m,
+                    s,
+                    reward,
+                    shown,
+                    "",
+                    vector,
+                )
+            )
+        return records
+
+    def _other(self, campaign: Campaign, proposal: Any, seed: int | None) -> Record:
+        """The record of a step that ran no experiment: an answer, an analysis call or an
+        invalid call."""
+        if isinstance(proposal, Answer):
+            return self._answer(campaign, proposal, seed)
+        if isinstance(proposal, Analysis):
+            return self._analysis_call(campaign, proposal)
+        return self._invalid_call(campaign, proposal, seed)
 
     def _answer(self, campaign: Campaign, proposal: Answer, seed: int) -> Record:
         parsed = self.task.parse_answer(proposal.value)
@@ -670,42 +705,49 @@ class CampaignBatch:
         m = Measurement.invalid(proposal.reason, proposal.raw, task=self.task.id, seed=seed)
         return self._new_record(campaign, "invalid", m, proposal=m.proposal)
 
-    def _append(self, campaign: Campaign, record: Record) -> None:
-        kind, status = record.kind, record.measurement.status
-        if status == "invalid":
-            record.reward -= self.invalid_penalty
-        if record.score is not None and kind != "answer":
-            campaign.best_score = max(campaign.best_score, record.score)
-        history = campaign.history
-        history.append(record)
-        turns = len(history)
-        if campaign._ranked == turns - 1:  # keep the recommendation (recommended) current
-            campaign._ranked = turns
+    def _append_all(self, campaigns: list[Campaign], records: list[Record]) -> None:
+        """Append each record to its campaign (distinct campaigns), keeping the campaign's
+        best score, recommendation, repeat index and budget count current, and end the
+        campaigns whose step it was."""
+        penalty = self.invalid_penalty
+        for campaign, record in zip(campaigns, records):
+            kind, m = record.kind, record.measurement
+            status = m.status
+            if status == "invalid":
+                record.reward -= penalty
             score = record.score
-            if kind == "experiment" and status == "ok" and score is not None:
-                best = campaign._best
-                if best is None or score > best.score:
-                    campaign._best = record
-        if campaign._indexed == turns - 1:  # keep the repeat index (repeats_of) current
-            m = record.measurement
-            if kind != "experiment" or status != "ok":
-                campaign._indexed = turns
-            elif m.experiment is campaign._asked[0] and campaign._asked[1] is not None:
-                campaign._add_to_index(campaign._asked[1], m)
-                campaign._indexed = turns
-        if campaign._counted == turns - 1:  # keep the budget count (experiments) current
-            campaign._counted = turns
-            campaign._budgeted += kind != "analysis"
-            spent = campaign._budgeted
-        else:
-            spent = campaign.experiments
-        if kind == "answer" and status == "ok":
-            campaign.done, campaign.end_reason = True, "answer submitted"
-        elif campaign.task.budget - spent <= 0:  # campaign.remaining
-            campaign.done, campaign.end_reason = True, "budget spent"
-        elif campaign.max_turns - turns <= 0:  # turns_left
-            campaign.done = True
-            campaign.end_reason = f"turn cap reached ({campaign.max_turns} turns)"
+            if score is not None and kind != "answer" and score > campaign.best_score:
+                campaign.best_score = score
+            history = campaign.history
+            history.append(record)
+            turns = len(history)
+            if campaign._ranked == turns - 1:  # keep the recommendation (recommended) current
+                campaign._ranked = turns
+                if kind == "experiment" and status == "ok" and score is not None:
+                    best = campaign._best
+                    if best is None or score > best.score:
+                        campaign._best = record
+            if campaign._indexed == turns - 1:  # keep the repeat index (repeats_of) current
+                if kind != "experiment" or status != "ok":
+                    campaign._indexed = turns
+                else:
+                    asked, key = campaign._asked
+                    if m.experiment is asked and key is not None:
+                        campaign._add_to_index(key, m)
+                        campaign._indexed = turns
+            if campaign._counted == turns - 1:  # keep the budget count (experiments) current
+                campaign._counted = turns
+                campaign._budgeted += kind != "analysis"
+                spent = campaign._budgeted
+            else:
+                spent = campaign.experiments
+            if kind == "answer" and status == "ok":
+                campaign.done, campaign.end_reason = True, "answer submitted"
+            elif campaign.task.budget - spent <= 0:  # campaign.remaining
+                campaign.done, campaign.end_reason = True, "budget spent"
+            elif campaign.max_turns - turns <= 0:  # turns_left
+                campaign.done = True
+                campaign.end_reason = f"turn cap reached ({campaign.max_turns} turns)"
 
     # ---- what views show ---------------------------------------------------------------
 
@@ -874,12 +916,16 @@ def _clean(values: np.ndarray) -> np.ndarray:
     return np.clip(values, -OBS_LIMIT, OBS_LIMIT)
 
 
+_shape = operator.attrgetter("shape")
+
+
 def _history_rows(task: Task, records: list[Record], width: int, n_act: int) -> np.ndarray:
     """Rows of :func:`observation` for budgeted records, before cleaning, as float64,
     built a column at a time (the same values as :func:`_history_row` row by row)."""
     vectors = [r.vector for r in records]
-    shape = (n_act,)
-    if n_act and not all(type(v) is np.ndarray and v.shape == shape for v in vectors):
+    if n_act and (  # every vector an array of shape (n_act,), checked a map at a time
+        set(map(type, vectors)) != {np.ndarray} or set(map(_shape, vectors)) != {(n_act,)}
+    ):
         return np.array([_history_row(task, r, width, n_act) for r in records])
     block = np.zeros((len(records), width), dtype=np.float64)
     measurements = [r.measurement for r in records]
@@ -890,9 +936,10 @@ def _history_rows(task: Task, records: list[Record], width: int, n_act: int) -> 
         block[:, 2 : 2 + n_act] = np.concatenate(vectors).reshape(len(records), n_act)
     measured = [i for i, r in enumerate(records) if ok[i] and r.kind == "experiment"]
     if measured:
+        rows = slice(None) if len(measured) == len(records) else measured
         for j, spec in enumerate(task.observables):
             name, scale = spec.name, spec.scale
-            block[measured, 2 + n_act + j] = [
+            block[rows, 2 + n_act + j] = [
                 measurements[i].observables[name].value / scale for i in measured
             ]
     block[:, -1] = [r.score if r.score is not None else 0.0 for r in records]
