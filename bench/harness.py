@@ -102,7 +102,7 @@ class Config:
 
 
 PHASES = {  # phase -> [(owner, method name)] timed by wrapping the owner's bound methods
-    "conversion": [("task", "parse_batch")],  # numeric actions to experiments
+    "conversion": [("task", "_parse_batch_dumped")],  # numeric actions to experiments
     "generators": [("task", "experiment_rngs")],  # one seeded generator per experiment
     "results": [("task", "_dump"), ("task", "_finish_all")],  # the lab's measurements checked
     "records": [("batch", "_experiments"), ("batch", "_append_all")],  # scores, rewards, records

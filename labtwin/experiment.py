@@ -352,6 +352,50 @@ def _plain_axes(model: type[Experiment], names: list[str]) -> bool:
     return True
 
 
+_JSON_ATOMS = (str, int, float, bool)
+
+
+def _inputs_are_dumps(model: type[Experiment], fixed: dict[str, Any], axes: list[_Axis]) -> bool:
+    """Whether ``model_dump(mode="json")`` of a model validated from a dict of the view's
+    values (in the model's field order) gives that dict back: the same keys in the same
+    order, the same values of the same types. Needs a model with plain axes
+    (:func:`_plain_axes`), no serializers, computed fields or dump of its own, every field
+    an axis or fixed, fixed values of JSON's atomic types; then checked on probes: each
+    axis at its low end, middle and high end, every choice."""
+    decorators = model.__pydantic_decorators__
+    if (
+        decorators.field_serializers
+        or decorators.model_serializers
+        or decorators.computed_fields
+        or model.model_dump is not BaseModel.model_dump
+    ):
+        return False
+    names = [axis.name for axis in axes]
+    if set(model.model_fields) != set(names) | set(fixed) or set(names) & set(fixed):
+        return False
+    for value in fixed.values():
+        if type(value) not in _JSON_ATOMS or (type(value) is float and not math.isfinite(value)):
+            return False
+    width = max([3] + [len(axis.choices) for axis in axes if axis.kind == "choice"])
+    probe = np.linspace(-1.0, 1.0, width)
+    column_of = {axis.name: axis.from_units(probe) for axis in axes}
+    try:
+        for k in range(width):
+            d = {
+                name: column_of[name][k] if name in column_of else fixed[name]
+                for name in model.model_fields
+            }
+            dumped = model.model_validate(d).model_dump(mode="json")
+            if list(dumped) != list(d) or any(
+                type(dumped[key]) is not type(value) or dumped[key] != value
+                for key, value in d.items()
+            ):
+                return False
+    except (ValidationError, ValueError, TypeError):
+        return False
+    return True
+
+
 class NoNumericReading(TypeError):
     """The experiment model has a field that no number can stand for."""
 
@@ -392,6 +436,7 @@ class NumericView:
             raise NoNumericReading(f"{model.__name__} has no numeric field")
         self.space = gym.spaces.Box(-1.0, 1.0, shape=(len(self.axes),), dtype=np.float32)
         self._plain = _plain_axes(model, self.names)
+        self._inputs_are_dumps = self._plain and _inputs_are_dumps(model, self.fixed, self.axes)
 
     @property
     def names(self) -> list[str]:
@@ -426,9 +471,19 @@ class NumericView:
         """:meth:`to_experiment` of every row of an ``(n, d)`` array, computed for all rows
         at once: the same experiments, and for bad rows the same :class:`Invalid` (a bad
         row takes the one-at-a-time path, so its reason is that path's)."""
+        return self.to_experiments_dumped(actions)[0]
+
+    def to_experiments_dumped(
+        self, actions: np.ndarray
+    ) -> tuple[list[Experiment | Invalid], list[dict[str, Any] | None] | None]:
+        """:meth:`to_experiments`, and each experiment's ``model_dump(mode="json")`` where
+        the view knows it without dumping: the dict it validated, for a model whose dump
+        of such a dict is that dict, key order and types included (checked once, on
+        probes, when the view is made: :func:`_inputs_are_dumps`). None for a bad row;
+        None for all where the model is not such a model."""
         matrix = np.asarray(actions, dtype=np.float64)
         if matrix.ndim != 2 or matrix.shape[1] != len(self.axes):
-            return [self.to_experiment(row) for row in matrix]
+            return [self.to_experiment(row) for row in matrix], None
         tol = 1e-6  # as in to_experiment
         good = np.isfinite(matrix).all(axis=1) & ((matrix >= -1 - tol) & (matrix <= 1 + tol)).all(
             axis=1
@@ -437,19 +492,32 @@ class NumericView:
         for i in np.flatnonzero(~good).tolist():
             out[i] = self.to_experiment(matrix[i])
         rows = np.flatnonzero(good).tolist()
+        dumps: list[dict[str, Any] | None] | None = None
         if not rows:
-            return out
+            return out, dumps
         unit = np.clip(matrix[rows], -1, 1)
         columns = [axis.from_units(unit[:, j]) for j, axis in enumerate(self.axes)]
-        # {**fixed, **dict(zip(names, row))} for every row, filled a column at a time
         fixed = self.fixed
-        dicts: list[dict[str, Any]] = [{**fixed} for _ in rows] if fixed else [{} for _ in rows]
-        for name, column in zip(self.names, columns):
-            for d, value in zip(dicts, column):
-                d[name] = value
+        if self._inputs_are_dumps:  # filled in the model's field order: the dump's order
+            dicts: list[dict[str, Any]] = [{} for _ in rows]
+            column_of = dict(zip(self.names, columns))
+            for name in self.model.model_fields:
+                column = column_of[name] if name in column_of else [fixed[name]] * len(rows)
+                for d, value in zip(dicts, column):
+                    d[name] = value
+        else:  # {**fixed, **dict(zip(names, row))} for every row, filled a column at a time
+            dicts = [{**fixed} for _ in rows] if fixed else [{} for _ in rows]
+            for name, column in zip(self.names, columns):
+                for d, value in zip(dicts, column):
+                    d[name] = value
         for i, e in zip(rows, validate_many(self.model, dicts)):
             out[i] = e
-        return out
+        if self._inputs_are_dumps:
+            dumps = [None] * len(matrix)
+            for i, d in zip(rows, dicts):
+                if not isinstance(out[i], Invalid):
+                    dumps[i] = d
+        return out, dumps
 
     def vectors_of(self, experiments: list[dict[str, Any]]) -> np.ndarray | None:
         """:meth:`to_vectors` of the experiments these JSON dicts (``model_dump(mode="json")``)

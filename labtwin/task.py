@@ -297,14 +297,7 @@ class Task:
         """
         view = self.numeric_view
         if isinstance(proposals, np.ndarray):
-            if (
-                view is not None
-                and type(self).parse is Task.parse
-                and proposals.ndim == 2
-                and len(proposals) >= 2
-                and proposals.shape[1:] == view.space.shape
-                and proposals.dtype.kind in "fiub"
-            ):
+            if self._whole_matrix(proposals):
                 return view.to_experiments(proposals.astype(np.float64))
             proposals = list(proposals)
         if view is None or type(self).parse is not Task.parse:  # a lab's own parse decides
@@ -326,6 +319,29 @@ class Task:
         for i, e in zip(vectors, view.to_experiments(matrix)):
             out[i] = e
         return out
+
+    def _whole_matrix(self, proposals: Any) -> bool:
+        """Whether ``proposals`` is a numeric matrix of the view's width that
+        :meth:`parse_batch` gives the view whole."""
+        view = self.numeric_view
+        return (
+            isinstance(proposals, np.ndarray)
+            and view is not None
+            and type(self).parse is Task.parse
+            and proposals.ndim == 2
+            and len(proposals) >= 2
+            and proposals.shape[1:] == view.space.shape
+            and proposals.dtype.kind in "fiub"
+        )
+
+    def _parse_batch_dumped(
+        self, proposals: list[Any] | np.ndarray
+    ) -> tuple[list[Any], list[dict[str, Any] | None] | None]:
+        """:meth:`parse_batch`, and the experiments' JSON dumps where the numeric view knows
+        them without dumping (:meth:`NumericView.to_experiments_dumped`; else None)."""
+        if type(self).parse_batch is Task.parse_batch and self._whole_matrix(proposals):
+            return self.numeric_view.to_experiments_dumped(proposals.astype(np.float64))
+        return self.parse_batch(proposals), None
 
     def experiment_rngs(self, seeds: list[int]) -> Any:
         """The generators of a ``simulate`` call, lent for a ``with`` block: they draw as
@@ -362,7 +378,7 @@ class Task:
             raise ValueError("proposals, conditions and seeds must have equal lengths")
         with paused_gc():  # the harness's part; the lab's simulate runs with the collector on
             rows = proposals if isinstance(proposals, np.ndarray) else list(proposals)
-            parsed = self.parse_batch(rows)
+            parsed, known = self._parse_batch_dumped(rows)
             valid = [i for i, p in enumerate(parsed) if not isinstance(p, Invalid)]
             results: list[Measurement | None] = [None] * len(proposals)
             for i, p in enumerate(parsed):
@@ -389,7 +405,10 @@ class Task:
                     f"{type(self).__name__}.simulate returned {len(measured)} "
                     f"measurements for {len(valid)} experiments"
                 )
-            dumped = self._dump(experiments)
+            if known is not None and type(self)._dump is Task._dump:  # dumps the view knows
+                dumped = [known[i] for i in valid]
+            else:
+                dumped = self._dump(experiments)
             finished = self._finish_all(measured, [int(seeds[i]) for i in valid], dumped)
             for i, m in zip(valid, finished):
                 results[i] = m

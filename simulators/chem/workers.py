@@ -283,10 +283,12 @@ class MoleculePool:
         done: list[tuple[int, Outcome]] = []
         ended = worker.process.sentinel in ready
         if worker.conn in ready:
+            readable = True  # the poll said so for the first reply; after it, ask again
             while worker.jobs:
                 try:
-                    if not _readable(worker.conn):
+                    if not readable and not _readable(worker.conn):
                         break
+                    readable = False
                     reply = pickle.loads(worker.conn.recv_bytes())
                 except (EOFError, OSError):  # died mid-reply: its sentinel tells how
                     ended = True

@@ -10,17 +10,30 @@ steps of a vector env (observations, rewards, infos, records). All comparisons a
 
 from __future__ import annotations
 
-from typing import Any
+import enum
+import json
+from typing import Any, Literal
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_harness_batching import EDGES, EXAMPLES, PlainLab, RecipeLab, _same
+from pydantic import computed_field, field_serializer
+from test_harness_batching import (
+    EDGES,
+    EXAMPLES,
+    PlainLab,
+    PlainRecipe,
+    Recipe,
+    RecipeLab,
+    _same,
+)
 from test_harness_records import NoisyLab, _actions
 
+import labtwin
 from labtwin.campaign import Record
-from labtwin.experiment import Invalid
+from labtwin.experiment import Invalid, NumericView
+from labtwin.registry import list_tasks, load_task
 from labtwin.vector import VectorLabEnv
 
 DTYPES = [np.float16, np.float32, np.float64, np.int64, np.uint8, np.bool_]
@@ -193,3 +206,122 @@ def test_slots_that_cannot_step_say_why(slots: list[int], error: type, message: 
         batch.step(slots, np.zeros((len(slots), 3)))
     with pytest.raises(error, match=message):
         batch.step(slots, list(np.zeros((len(slots), 3))))
+
+
+# ---- the dumps the view knows: the dicts it validated, where they are the dumps ---------------
+
+
+class Grade(enum.Enum):
+    A = "A"
+    B = "B"
+
+
+class Serialized(PlainRecipe):
+    """A field serializer changes the dump: the validated dict is not it."""
+
+    @field_serializer("temperature_K")
+    def _rounded(self, value: float) -> float:
+        return round(value, 1)
+
+
+class Computed(PlainRecipe):
+    """A computed field adds a key to the dump."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def hot(self) -> bool:
+        return self.temperature_K > 330.0
+
+
+class Graded(labtwin.Experiment):
+    """A Literal of enum members dumps as their values (another type than the input's)."""
+
+    temperature_K: float = labtwin.knob(280.0, 380.0, unit="K", description="bath")
+    grade: Literal[Grade.A, Grade.B] = Grade.A
+
+
+class Scaled(labtwin.Experiment):
+    """A float field fixed to an int: validation makes it a float."""
+
+    temperature_K: float = labtwin.knob(280.0, 380.0, unit="K", description="bath")
+    pressure_bar: float = 1.0
+
+
+def _views() -> list[tuple[str, NumericView]]:
+    views = [
+        (task_id, load_task(task_id).numeric_view)
+        for task_id in list_tasks()
+        if load_task(task_id).numeric_view is not None
+    ]
+    return views + [
+        ("PlainRecipe", NumericView(PlainRecipe, fixed={"solvent": "water"})),
+        ("Recipe", NumericView(Recipe, fixed={"solvent": "water"})),
+        ("Serialized", NumericView(Serialized, fixed={"solvent": "water"})),
+        ("Computed", NumericView(Computed, fixed={"solvent": "water"})),
+        ("Graded", NumericView(Graded)),
+        ("Scaled", NumericView(Scaled, fixed={"pressure_bar": 2})),
+    ]
+
+
+@pytest.mark.parametrize(("name", "view"), _views(), ids=[name for name, _ in _views()])
+def test_known_dumps_are_the_dumps_byte_for_byte(name: str, view: NumericView) -> None:
+    d = view.space.shape[0]
+    matrix = np.random.default_rng(7).uniform(-1.1, 1.1, (64, d))
+    matrix[3, 0] = np.nan
+    matrix[4] = [-1.0] * d
+    matrix[5] = [1.0] * d
+    experiments, dumps = view.to_experiments_dumped(matrix)
+    assert all(_same(a, b) for a, b in zip(experiments, view.to_experiments(matrix)))
+    if dumps is None:
+        return
+    assert len(dumps) == len(experiments)
+    for e, known in zip(experiments, dumps):
+        if isinstance(e, Invalid):
+            assert known is None
+            continue
+        assert json.dumps(known) == json.dumps(e.model_dump(mode="json")), name
+        assert [type(v) for v in known.values()] == [
+            type(v) for v in e.model_dump(mode="json").values()
+        ]
+
+
+@pytest.mark.parametrize(
+    ("model", "fixed", "expected"),
+    [
+        (PlainRecipe, {"solvent": "water"}, True),
+        (Recipe, {"solvent": "water"}, False),  # a model validator: not plain
+        (Serialized, {"solvent": "water"}, False),
+        (Computed, {"solvent": "water"}, False),
+        (Graded, {}, False),
+        (Scaled, {"pressure_bar": 2}, False),
+        (Scaled, {"pressure_bar": 2.0}, True),
+    ],
+)
+def test_views_know_dumps_only_where_the_dict_is_the_dump(
+    model: type, fixed: dict[str, Any], expected: bool
+) -> None:
+    assert NumericView(model, fixed=fixed)._inputs_are_dumps is expected
+
+
+@pytest.mark.parametrize("model", [PlainRecipe, Serialized, Computed])
+def test_measured_experiments_are_the_experiments_dumps(model: type) -> None:
+    """What ``Task.run`` stamps on a measurement from a matrix is each experiment's own
+    ``model_dump(mode="json")``, as JSON text, whether the view knew it or it was dumped."""
+
+    class Lab(PlainLab):
+        experiment_model = model
+
+        def make_numeric_view(self) -> NumericView:
+            return NumericView(model, fixed={"solvent": "water"})
+
+    task = Lab()
+    matrix = np.random.default_rng(5).uniform(-1.1, 1.1, (32, 4))
+    measured = task.run(matrix, [{"target_K": 320.0}] * 32, list(range(32)))
+    parsed = task.parse_batch(matrix)
+    assert {m.status for m in measured} == {"ok", "invalid"}
+    for m, e in zip(measured, parsed):
+        if m.ok:
+            assert json.dumps(m.experiment) == json.dumps(e.model_dump(mode="json"))
+            assert m.experiment is not None and m.experiment.get("hot") == (
+                e.temperature_K > 330.0 if model is Computed else None
+            )
