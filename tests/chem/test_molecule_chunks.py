@@ -59,30 +59,27 @@ def raise_on_three(job: int) -> int:
 
 
 def test_chunks_shrink_to_single_jobs_as_the_batch_goes() -> None:
-    """Guided self-scheduling: a message carries at most a quarter (two workers) of the cost
+    """Guided self-scheduling: a message carries at most half (two workers) of the cost
     still to send, and at most ``most`` jobs; every job is sent once, in order."""
     chunks = guided_chunks(list(range(16)), None, 8, 2)
     assert [i for c in chunks for i in c] == list(range(16))
-    assert [len(c) for c in chunks] == [4, 3, 2, 1, 1, 1, 1, 1, 1, 1]
+    assert [len(c) for c in chunks] == [8, 4, 2, 1, 1]
     costs = [1.0] * 8 + [8.0, 8.0, 2.0, 2.0]
     order = [8, 9, 10, 11, 0, 1, 2, 3, 4, 5, 6, 7]  # costliest first
-    # two workers, 28 to send: 8 is more than 28 / 4 alone; 20 / 4 = 5 leaves 9 alone, ...
+    # two workers, 28 to send: 8 + 8 is more than 28 / 2, so 8 goes alone; 20 / 2 = 10
+    # takes 9 and 10; 10 / 2 = 5 takes 11, 0, 1, 2; then shares of 2.5, 1.5, 1, 0.5
     assert guided_chunks(order, costs, 8, 2) == [
         [8],
-        [9],
-        [10],
-        [11],
-        [0, 1],
-        [2],
-        [3],
-        [4],
+        [9, 10],
+        [11, 0, 1, 2],
+        [3, 4],
         [5],
         [6],
         [7],
     ]
-    # one worker, shares of 14, 10, 5, 2.5, 1.5, ...
-    assert guided_chunks(order, costs, 8, 1) == [[8], [9, 10], [11, 0, 1, 2], [3, 4], [5], [6], [7]]
-    assert [len(c) for c in guided_chunks(list(range(40)), None, 8, 2)][:3] == [8, 8, 6]
+    # one worker: the whole cost left may go in one message, so ``most`` cuts it
+    assert guided_chunks(order, costs, 8, 1) == [[8, 9, 10, 11, 0, 1, 2, 3], [4, 5, 6, 7]]
+    assert [len(c) for c in guided_chunks(list(range(40)), None, 8, 2)] == [8, 8, 8, 8, 4, 2, 1, 1]
     assert guided_chunks([2, 0, 1], None, 1, 2) == [[2], [0], [1]]  # chunk=1: one job each
 
 
@@ -98,7 +95,7 @@ def test_a_chunk_whose_worker_crashed_is_measured_again_one_by_one() -> None:
     assert outcomes[1].failed == "the simulator process exited with code 3"
     assert [o.ok for o in outcomes].count(False) == 1
     # the first worker, one after the chunk ["a", "crash", "b", "c"] was lost (8 jobs on 1
-    # worker: the first message takes half of them), one after "crash" alone
+    # worker: the first message takes all it may, 4 of them), one after "crash" alone
     assert guided_chunks(list(range(8)), None, 4, 1)[0] == [0, 1, 2, 3] and restarted == 3
 
 
