@@ -236,6 +236,8 @@ def make_kernels(scalar: type) -> SimpleNamespace:
             nbr[i, slot] = j
             nbr_shift[i, slot] = wp.vec3i(nx, ny, nz)
 
+    nearest_row = wp.func_native(_nearest_row_snippet(scalar))(_nearest_row_signature(vec3, scalar))
+
     @wp.kernel(enable_backward=False, module=module)
     def build(
         xl: wp.array(dtype=vec3),
@@ -286,7 +288,13 @@ def make_kernels(scalar: type) -> SimpleNamespace:
         last = nbr.shape[1] - 1
         n = int(0)  # noqa: UP018 - Warp needs int() for a variable mutated in loops
         way = search[s]
-        if way == SEARCH_NEAREST:
+        if way == SEARCH_NEAREST and packed != 0:
+            # as below, in C++ (see _nearest_row_snippet)
+            first = sys_start[s]
+            if half != 0:
+                first = i + 1
+            n = nearest_row(xl, nbr, i, first, sys_start[s + 1], b, per, r2max)
+        elif way == SEARCH_NEAREST:
             # all pairs of the system, at most one image of each within reach: the nearest
             # (home-box positions, so |d| < L per axis)
             first = sys_start[s]
@@ -418,3 +426,101 @@ def make_kernels(scalar: type) -> SimpleNamespace:
         nbr_count[i] = n
 
     return SimpleNamespace(**{k: v for k, v in locals().items() if isinstance(v, wp.Kernel)})
+
+
+def _nearest_row_snippet(scalar: type) -> str:
+    """C++ body of the all-pairs nearest-image search of :func:`make_kernels`' ``build`` for
+    packed rows: the Warp branch it stands for (``SEARCH_NEAREST``, ``packed == 0`` still runs
+    there), operation for operation, returning the row length before the overflow cut.
+
+    For each j of ``first .. end - 1`` but i: d = x_i - x_j from home-box positions, the image
+    n = +1 / -1 / 0 per axis where d is beyond +-L/2 (periodic systems), e = d - n L, and the
+    candidate ``(j << 5) | code(n)`` written to the row's slot ``min(count, last)``, the count
+    advanced where |e|^2 < reach^2 (branch-free; rejected candidates are overwritten or sit
+    past the row's end). On the CPU four candidates' arithmetic goes in 4-lane vectors (as
+    in the MD force loop: :func:`labtwin.simulators.md._lj_kernels._half_row_snippet`),
+    then their writes one after another in j order, so rows are the same, entry for entry,
+    as the one-candidate-at-a-time loop that NVRTC compiles for CUDA.
+    """
+    real = {wp.float32: "float", wp.float64: "double"}[scalar]
+    lane_int = {wp.float32: "int", wp.float64: "long long"}[scalar]
+    return f"""
+    typedef {real} real;
+    const real* X = reinterpret_cast<const real*>(xl.data);
+    int* row = nbr.data + (size_t)i * (size_t)nbr.shape[1];
+    const int last = nbr.shape[1] - 1;
+    const real xi0 = X[3 * i], xi1 = X[3 * i + 1], xi2 = X[3 * i + 2];
+    const real b0 = box[0], b1 = box[1], b2 = box[2];
+    const real h0 = real(0.5) * b0, h1 = real(0.5) * b1, h2 = real(0.5) * b2;
+    int n = 0;
+#if defined(__CUDACC__) || defined(__CUDA_ARCH__)
+    for (int j = first; j < end; ++j) {{
+        if (j == i) continue;
+        const real d0 = xi0 - X[3 * j], d1 = xi1 - X[3 * j + 1], d2 = xi2 - X[3 * j + 2];
+        int nx = 0, ny = 0, nz = 0;
+        if (periodic != 0) {{
+            nx = d0 > h0 ? 1 : (d0 < -h0 ? -1 : 0);
+            ny = d1 > h1 ? 1 : (d1 < -h1 ? -1 : 0);
+            nz = d2 > h2 ? 1 : (d2 < -h2 ? -1 : 0);
+        }}
+        const real e0 = d0 - real(nx) * b0, e1 = d1 - real(ny) * b1, e2 = d2 - real(nz) * b2;
+        const int code = (nx + 1) * 9 + (ny + 1) * 3 + (nz + 1);
+        row[n < last ? n : last] = (j << 5) | code;
+        n += (e0 * e0 + e1 * e1 + e2 * e2) < r2max ? 1 : 0;
+    }}
+#else
+    typedef real lanes __attribute__((vector_size(4 * sizeof(real))));
+    typedef {lane_int} lane_int __attribute__((vector_size(4 * sizeof(real))));
+    const lanes x0v = {{xi0, xi0, xi0, xi0}}, x1v = {{xi1, xi1, xi1, xi1}};
+    const lanes x2v = {{xi2, xi2, xi2, xi2}};
+    const lanes b0v = {{b0, b0, b0, b0}}, b1v = {{b1, b1, b1, b1}}, b2v = {{b2, b2, b2, b2}};
+    const lanes h0v = {{h0, h0, h0, h0}}, h1v = {{h1, h1, h1, h1}}, h2v = {{h2, h2, h2, h2}};
+    const lanes r2v = {{r2max, r2max, r2max, r2max}};
+    const lane_int wrap = {{periodic != 0, periodic != 0, periodic != 0, periodic != 0}};
+    for (int j0 = first; j0 < end; j0 += 4) {{
+        lanes a0, a1, a2;
+        for (int l = 0; l < 4; ++l) {{
+            const int j = j0 + l < end ? j0 + l : end - 1;
+            a0[l] = X[3 * j];
+            a1[l] = X[3 * j + 1];
+            a2[l] = X[3 * j + 2];
+        }}
+        const lanes d0 = x0v - a0, d1 = x1v - a1, d2 = x2v - a2;
+        // the comparisons give -1 (true) or 0 per lane, so n = (d < -h) - (d > h)
+        const lane_int nx = ((d0 < -h0v) - (d0 > h0v)) * wrap;
+        const lane_int ny = ((d1 < -h1v) - (d1 > h1v)) * wrap;
+        const lane_int nz = ((d2 < -h2v) - (d2 > h2v)) * wrap;
+        const lanes e0 = d0 - __builtin_convertvector(nx, lanes) * b0v;
+        const lanes e1 = d1 - __builtin_convertvector(ny, lanes) * b1v;
+        const lanes e2 = d2 - __builtin_convertvector(nz, lanes) * b2v;
+        const lane_int keep = -((e0 * e0 + e1 * e1 + e2 * e2) < r2v);
+        const lane_int code = (nx + 1) * 9 + (ny + 1) * 3 + (nz + 1);
+        const int lanes_used = end - j0 < 4 ? end - j0 : 4;
+        for (int l = 0; l < lanes_used; ++l) {{
+            const int j = j0 + l;
+            if (j == i) continue;
+            row[n < last ? n : last] = (j << 5) | (int)code[l];
+            n += (int)keep[l];
+        }}
+    }}
+#endif
+    return n;
+"""
+
+
+def _nearest_row_signature(vec3: type, scalar: type):
+    """The Python signature Warp reads for the native nearest-image row search."""
+
+    def nearest_row(
+        xl: wp.array(dtype=vec3),
+        nbr: wp.array2d(dtype=wp.int32),
+        i: int,
+        first: int,
+        end: int,
+        box: vec3,
+        periodic: int,
+        r2max: scalar,
+    ) -> int:
+        return 0  # a body that returns is how Warp learns the snippet returns an int
+
+    return nearest_row

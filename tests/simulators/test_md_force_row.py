@@ -2,14 +2,16 @@
 replaced, bit for bit, and the energy-free steps of ``WarpLJ.advance`` against full ones.
 
 The reference kernel below is the pure-Warp ``lj_forces_half`` the engine used before the
-row loop became a native snippet; the snippet must reproduce its forces, energies and
-virials exactly (same operations in the same order), in float32 and float64, on the
-all-pairs path (small boxes) and the cell-list path (large ones).
+row loop became a native snippet; the snippet (pair terms in 4-lane vectors, then the sums
+in row order) must reproduce its forces, energies and virials exactly (same operations in
+the same order), in float32 and float64, on the all-pairs path (small boxes), the cell-list
+path (large ones) and rows longer than one block of the loop.
 """
 
 import numpy as np
 import pytest
 
+from labtwin.simulators.md._lj_kernels import ROW_BLOCK
 from labtwin.simulators.md.build import clusters, lj_fluid, random_cluster
 from labtwin.simulators.md.lj_warp import WarpLJ, _warp
 
@@ -64,11 +66,19 @@ def _reference_kernel(wp, scalar):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("n_atoms", [108, 864])  # all pairs; cell lists (6 cells an edge)
-def test_native_row_loop_equals_warp_kernel(wp, dtype, n_atoms) -> None:
+@pytest.mark.parametrize(
+    ("n_atoms", "cutoff"),
+    # all pairs; cell lists (6 cells an edge); rows longer than a block of the CPU loop
+    [(108, 2.5), (864, 2.5), (864, 3.5)],
+)
+def test_native_row_loop_equals_warp_kernel(wp, dtype, n_atoms, cutoff) -> None:
     state = lj_fluid(n_atoms, 0.8, 1.0, n_systems=2, seed=5, dtype=dtype)
-    engine = WarpLJ(state, cutoff=2.5, skin=0.3, device="cpu", shift_energy=True)
+    engine = WarpLJ(state, cutoff=cutoff, skin=0.3, device="cpu", shift_energy=True)
     assert engine.half_list
+    counts = engine.nbr_count.numpy()
+    assert (counts % 4 != 0).any()  # rows that end part-way through a group of lanes
+    if cutoff > 3.0:
+        assert counts.max() > ROW_BLOCK  # rows of two blocks and more
     engine.set_thermostat(1.0, 0.0, 0.005, seed=0)
     engine.advance(30, 0.005)  # rows of a state that has moved since its lists were built
     args = [

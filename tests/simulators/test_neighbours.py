@@ -141,6 +141,55 @@ def test_packed_rows_match_brute_force_per_search(half):
         assert np.all(np.diff(key) > 0), "full packed rows are sorted by (j, image)"
 
 
+def nearest_rows_by_rule(lists: NeighbourLists, start: np.ndarray) -> list[list[int]]:
+    """The packed rows of all-pairs nearest-image systems as the one-candidate-at-a-time rule
+    writes them, in the lists' float type: every j after i (half rows) or every j but i, in
+    index order; d = x_i - x_j from home-box positions, n = +-1 where d is beyond +-L/2,
+    e = d - n L, kept where e.e < r^2, each entry (j << 5) | (n + 1) . (9, 3, 1)."""
+    real = lists.dtype
+    xl = lists.xw.numpy().astype(real)
+    box = lists.box.numpy().astype(real)
+    r2max = lists.list_radius.numpy()[0] * lists.list_radius.numpy()[0]
+    rows = []
+    for s in range(len(start) - 1):
+        b, h, per = box[s], real(0.5) * box[s], lists.periodic_host[s]
+        for i in range(start[s], start[s + 1]):
+            row = []
+            for j in range(i + 1 if lists.half else start[s], start[s + 1]):
+                if j == i:
+                    continue
+                d = xl[i] - xl[j]
+                n = np.where(d > h, 1, np.where(d < -h, -1, 0)) if per else np.zeros(3, int)
+                e = d - n.astype(real) * b
+                if (e[0] * e[0] + e[1] * e[1]) + e[2] * e[2] < r2max:
+                    row.append((j << 5) | int((n + 1) @ [9, 3, 1]))
+            rows.append(row)
+    return rows
+
+
+@pytest.mark.parametrize("dtype", [wp.vec3f, wp.vec3d], ids=["float32", "float64"])
+@pytest.mark.parametrize("half", [True, False], ids=["half", "full"])
+def test_nearest_rows_are_the_rule_entry_for_entry(half, dtype):
+    """The all-pairs search (C++, four candidates' arithmetic at a time on the CPU) writes
+    each row's entries in the order and with the float arithmetic of the one-at-a-time rule,
+    so the MD force loop sums in the same order: rows compared as lists, not sets."""
+    rng = np.random.default_rng(7)
+    systems = [fluid(61, [2.6, 2.2, 2.9], rng, unwrapped=1), cluster(23, rng)]
+    lists, start = make_lists(systems, half=half, packed=True)
+    lists = NeighbourLists(
+        wp.array(lists.x.numpy(), dtype=dtype, device="cpu"), lists.atom_sys, lists.sys_start,
+        np.stack([s[1] for s in systems]), [s[2] for s in systems], np.full(2, CUTOFF), SKIN,
+        half=half, packed=True, capacity=64, device="cpu",
+    )  # fmt: skip
+    assert lists.search_host.tolist() == [SEARCH_NEAREST, SEARCH_NEAREST]
+    assert not lists.rebuild_all()
+    counts, nbr = lists.nbr_count.numpy(), lists.nbr.numpy()
+    got = [nbr[i, : counts[i]].tolist() for i in range(lists.n_atoms)]
+    assert got == nearest_rows_by_rule(lists, start)
+    assert sum(counts) > 2 * lists.n_atoms  # rows with entries, not empty ones
+    assert any(c % 4 for c in counts)  # rows ending part-way through a group of four
+
+
 def test_shift_rows_triclinic_and_self_images_match_brute_force():
     rng = np.random.default_rng(2)
     shear = np.array([[1.6, 0.0, 0.0], [0.7, 1.5, 0.0], [-0.4, 0.5, 1.7]])
