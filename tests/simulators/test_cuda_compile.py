@@ -35,11 +35,11 @@ def _engine_modules() -> list[str]:
     """Build every kernel factory of the engines (both float types) and name their modules."""
     from labtwin.simulators.kinetics._kernels import make_kernel
     from labtwin.simulators.kinetics.network import _constants
-    from labtwin.tasks.reactor import NETWORK
     from labtwin.simulators.materials._emt_kernels import make_kernels as emt
     from labtwin.simulators.md._fire_kernels import make_fire_kernels as fire
     from labtwin.simulators.md._lj_kernels import make_kernels as lj
     from labtwin.simulators.neighbours._kernels import make_kernels as neighbours
+    from labtwin.tasks.reactor import NETWORK
 
     names = []
     for scalar in (wp.float32, wp.float64):
