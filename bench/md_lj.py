@@ -17,7 +17,9 @@ NVE velocity Verlet in every engine, on three workloads: many boxes of 256 atoms
 The peers that loop over systems cost the same per atom-step whichever system they run, so
 they are timed on the first few systems (``--looped-systems``; TorchSim and ASE, much slower,
 on ``--slow-systems`` for ``--slow-steps``). Every figure is atom-steps per second, the median
-of ``--rounds`` timed rounds after a warm-up; the ratio is labtwin's figure over the peer's.
+of ``--rounds`` timed rounds after a warm-up, every contender set up first and then their rounds
+alternating (a drift of a shared machine's speed reaches them alike); the ratio is labtwin's
+figure over the peer's.
 
     python bench/md_lj.py --smoke                 # seconds
     python bench/md_lj.py                         # 64 x 256, 16 x 2048, 1024 x 64 on CPU
@@ -66,13 +68,19 @@ class Row:
         return statistics.median(self.rates) if self.rates else float("nan")
 
 
-def _rounds(run: Callable[[], float], rounds: int) -> list[float]:
-    """Median-ready list of atom-steps/s: ``run`` returns the seconds one round took."""
-    return [run() for _ in range(rounds)]
+@dataclass
+class Timed:
+    """A contender set up and warmed up: ``one()`` runs a round and returns its seconds, of
+    ``atom_steps`` atom-steps; ``close`` releases what it holds. The driver alternates the
+    contenders' rounds, so that a drift of the machine's speed reaches them all alike."""
+
+    one: Callable[[], float]
+    atom_steps: int
+    close: Callable[[], None] = lambda: None
 
 
 # ---------------------------------------------------------------------- contenders
-def bench_labtwin(state: MDState, cutoff: float, args: argparse.Namespace) -> tuple[list, str]:
+def bench_labtwin(state: MDState, cutoff: float, args: argparse.Namespace) -> tuple[Timed, str]:
     engine = WarpLJ(state, cutoff=cutoff, skin=DEFAULT_SKIN, device=args.device)
     engine.set_thermostat(TEMPERATURE, 0.0, DT, seed=0)
     engine.advance(20, DT)  # compile or load kernels, record launches / capture the graph
@@ -85,11 +93,10 @@ def bench_labtwin(state: MDState, cutoff: float, args: argparse.Namespace) -> tu
         wp.synchronize_device(engine.device)
         return time.perf_counter() - start
 
-    seconds = _rounds(one, args.rounds)
-    return [state.n_atoms * args.steps / s for s in seconds], engine.device
+    return Timed(one, state.n_atoms * args.steps), engine.device
 
 
-def bench_lammps(systems: list[MDState], cutoff: float, args: argparse.Namespace) -> list:
+def bench_lammps(systems: list[MDState], cutoff: float, args: argparse.Namespace) -> Timed:
     lammps = load_lammps()
     boxes = []
     for system in systems:
@@ -130,16 +137,16 @@ def bench_lammps(systems: list[MDState], cutoff: float, args: argparse.Namespace
             elapsed += time.perf_counter() - start
         return elapsed
 
-    atom_steps = sum(s.n_atoms for s in systems) * args.steps
-    rates = [atom_steps / s for s in _rounds(one, args.rounds)]
-    for lmp in boxes:
-        lmp.close()
-    return rates
+    def close() -> None:
+        for lmp in boxes:
+            lmp.close()
+
+    return Timed(one, sum(s.n_atoms for s in systems) * args.steps, close)
 
 
 def bench_openmm(
     systems: list[MDState], cutoff: float, threads: int, args: argparse.Namespace
-) -> list:
+) -> Timed:
     mm = load_openmm()
     from labtwin.simulators.md.openmm_engine import ARGON, lj_system
 
@@ -165,11 +172,10 @@ def bench_openmm(
             elapsed += time.perf_counter() - start
         return elapsed
 
-    atom_steps = sum(s.n_atoms for s in systems) * args.steps
-    return [atom_steps / s for s in _rounds(one, args.rounds)]
+    return Timed(one, sum(s.n_atoms for s in systems) * args.steps)
 
 
-def bench_torch_sim(state: MDState, cutoff: float, args: argparse.Namespace) -> list:
+def bench_torch_sim(state: MDState, cutoff: float, args: argparse.Namespace) -> Timed:
     load_torch_sim()
     import torch
     import torch_sim as ts
@@ -206,10 +212,10 @@ def bench_torch_sim(state: MDState, cutoff: float, args: argparse.Namespace) -> 
             torch.cuda.synchronize()
         return time.perf_counter() - start
 
-    return [state.n_atoms * args.slow_steps / s for s in _rounds(one, args.rounds)]
+    return Timed(one, state.n_atoms * args.slow_steps)
 
 
-def bench_ase(systems: list[MDState], cutoff: float, args: argparse.Namespace) -> list:
+def bench_ase(systems: list[MDState], cutoff: float, args: argparse.Namespace) -> Timed:
     load_ase()
     from ase import Atoms
     from ase.calculators.lj import LennardJones
@@ -240,8 +246,7 @@ def bench_ase(systems: list[MDState], cutoff: float, args: argparse.Namespace) -
             elapsed += time.perf_counter() - start
         return elapsed
 
-    atom_steps = sum(s.n_atoms for s in systems) * args.slow_steps
-    return [atom_steps / s for s in _rounds(one, args.rounds)]
+    return Timed(one, sum(s.n_atoms for s in systems) * args.slow_steps)
 
 
 # ---------------------------------------------------------------------- driver
@@ -256,10 +261,11 @@ def run_workload(n_systems: int, n_atoms: int, args: argparse.Namespace) -> list
         f"\n{name}: box {edge:.2f} sigma, cutoff {cutoff:.2f} sigma; looped peers on "
         f"{len(looped)} systems, TorchSim and ASE on {slow} for {args.slow_steps} steps"
     )
-    rates, device = bench_labtwin(state, cutoff, args)
-    rows = [Row(name, f"labtwin WarpLJ ({device}), batched", n_systems, "1", "float32", rates)]
+    ours, device = bench_labtwin(state, cutoff, args)
+    rows = [Row(name, f"labtwin WarpLJ ({device}), batched", n_systems, "1", "float32")]
+    contenders = [(rows[0], ours)]
     omm = args.openmm_platform
-    peers: list[tuple[str, int, str, str, Callable[[], list]]] = [
+    peers: list[tuple[str, int, str, str, Callable[[], Timed]]] = [
         (
             "LAMMPS lj/cut, a box each",
             len(looped),
@@ -294,16 +300,23 @@ def run_workload(n_systems: int, n_atoms: int, args: argparse.Namespace) -> list
             lambda: bench_ase(looped[:slow] or [state.select(0)], cutoff, args),
         ),
     ]
-    for engine, timed, threads, precision, run in peers:
+    for engine, timed, threads, precision, set_up in peers:
         if engine.split()[0].lower() not in args.peers:
             continue
         row = Row(name, engine, timed, threads, precision)
         try:
-            row.rates = run()
+            contenders.append((row, set_up()))
         except PeerMissing as missing:
             row.missing = str(missing)
             print(f"  {engine}: skipped, {missing}")
         rows.append(row)
+    try:
+        for _ in range(args.rounds):  # the contenders' rounds alternate
+            for row, contender in contenders:
+                row.rates.append(contender.atom_steps / contender.one())
+    finally:
+        for _, contender in contenders:
+            contender.close()
     for row in rows:
         print(f"  {row.engine:48s} {row.rate:14,.0f} atom-steps/s")
     return rows
@@ -410,8 +423,10 @@ def main(argv: list[str] | None = None) -> None:
         "a workload in one batch on one core; LAMMPS (1 thread) and OpenMM (CPU platform, 1 "
         "and 2 threads) run one box per instance/Context on the first systems, TorchSim "
         "(batched, 1 torch thread) and ASE on fewer systems and steps. Atom-steps per second, "
-        f"median of {args.rounds} timed rounds after a warm-up; the ratio is labtwin over the "
-        f"engine. Load average {load[0]:.2f} before and {after[0]:.2f} after, "
+        f"median of {args.rounds} timed rounds after a warm-up, the contenders' rounds "
+        "alternating (each contender set up first), so that a drift of the machine's speed "
+        "reaches them alike; the ratio is labtwin over the engine. Load average "
+        f"{load[0]:.2f} before and {after[0]:.2f} after, "
         f"{os.cpu_count()} cores."
     )
     print()
