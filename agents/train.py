@@ -38,11 +38,11 @@ from typing import Any
 import numpy as np
 import torch
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from transformers import AutoModelForCausalLM
 
 import labtwin
 from labtwin.agents.grpo import group_advantages, grpo_loss, loss_normaliser, zero_variance_mask
 from labtwin.agents.policy import HFPolicy, build_tiny_model, build_tiny_tokenizer
+from labtwin.agents.policy.hf import load_causal_lm
 from labtwin.agents.rollout import Episode, run_episodes
 from labtwin.agents.train_config import TrainConfig
 from labtwin.campaign import derive_seeds
@@ -502,7 +502,7 @@ def load_reference(run_dir: Path, policy: HFPolicy) -> torch.nn.Module:
     path = run_dir / "reference"
     if not path.exists():
         return copy.deepcopy(policy.model).eval().requires_grad_(False)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, local_files_only=True)
+    model = load_causal_lm(path, dtype=torch.float32)
     return model.to(policy.device).eval().requires_grad_(False)
 
 

@@ -117,6 +117,15 @@ def test_from_pretrained_loads_a_local_path(tmp_path, policy):
     ]
 
 
+def test_loaded_weights_live_in_memory_of_their_own(tmp_path):
+    """A loaded model's tensors are moved off the offsets the file gave them, onto torch's
+    own 64-byte aligned allocations, where matrix products take the code paths of the model
+    that was saved (on AVX-512 CPUs the offset changed the last bit: a resumed run drifted)."""
+    loaded = HFPolicy.from_pretrained(save_tiny(tmp_path / "tiny", seed=0), device="cpu")
+    tensors = [*loaded.model.parameters(), *loaded.model.buffers()]
+    assert tensors and all(t.data_ptr() % 64 == 0 for t in tensors)
+
+
 def test_logprobs_pads_and_reports_entropy(policy):
     prompts = [[5, 6, 7], [8]]
     completions = [[9, 10], [11, 12, 13, 14]]

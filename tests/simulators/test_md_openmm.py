@@ -79,12 +79,14 @@ def test_openmm_langevin_run_reaches_the_liquid_state(configurations: MDState) -
     # argon units, read back in reduced units: potential energy per particle near the JZG
     # EOS value minus the rc = 2.5 tail (-5.36 + 0.39 = -4.97; one instantaneous frame of an
     # unseeded OpenMM run: fluctuations of 108 atoms ~0.07, relaxation from the start ~0.1;
-    # 0.26 was seen -> 0.35), kinetic T* within 25 %.
+    # 0.26 was seen -> 0.35). The kinetic T* of one frame of 108 atoms scatters by
+    # sqrt(2 / (3 * 108)) = 7.9 %, 0.095 at T* = 1.2: a band of 25 % (3.2 sd) failed once at
+    # 0.885 (3.3 sd), so the band is 5 sd, 1.2 +- 0.48.
     liquid = configurations.select(0)
     final, energy = OpenMMLJ().run(liquid, 1000, dt=0.005, temperature=1.2, friction=1.0)
     expected = eos.internal_energy(0.8, 1.2) - lj_tail_energy(0.8, 2.5)
     assert abs(energy[0] / 108 - expected) < 0.35
-    assert 0.9 < (final.velocities**2).sum() / (3 * 108) < 1.5
+    assert 0.72 < (final.velocities**2).sum() / (3 * 108) < 1.68
 
 
 def test_water_box_density_smoke() -> None:
