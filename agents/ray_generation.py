@@ -16,11 +16,21 @@ run's rollouts and metrics. With several, a call's prompts are split into
 contiguous blocks, one per engine, each sampled with the call's seed: sampling
 then differs from the single-engine run (greedy decoding does not depend on it,
 up to the padding of smaller batches).
+
+An engine that dies (a native crash in vLLM or torch, the out-of-memory killer, a lost
+node: Ray's ``ActorDiedError``) is replaced by a new actor built the same way, loaded
+with the latest synced weights, and the call it was running goes to the new engine:
+sampling is a function of the weights, the prompts and the call's seed, so the retried
+block of a seeded call (the trainer seeds every call) gives what the dead engine would
+have given, and the run goes on. Up to ``max_replacements`` replacements per engine
+and call; ``replacements`` lists each (engine index, reason). An exception raised inside an engine (bad arguments) is not a
+death: it is re-raised on the driver, as in one process.
 """
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -28,8 +38,10 @@ from typing import Any
 import numpy as np
 import ray
 import torch
+from ray.exceptions import RayActorError
 
 from labtwin.agents.train_config import TrainConfig
+from labtwin.distributed import actor_death
 
 
 class GenerationEngine:
@@ -73,27 +85,40 @@ class RayGenerator:
 
     ``policy`` is the trainer's :class:`~labtwin.agents.policy.HFPolicy`, copied to each
     engine through the object store; ``num_gpus`` per engine (None: one each where the
-    cluster has a GPU per engine). Ray must be initialised.
+    cluster has a GPU per engine); ``max_replacements``: how many times one call may
+    replace a dead engine before the run stops with the reason. Ray must be initialised.
     """
 
     def __init__(
-        self, policy: Any, cfg: TrainConfig, engines: int = 1, num_gpus: float | None = None
+        self,
+        policy: Any,
+        cfg: TrainConfig,
+        engines: int = 1,
+        num_gpus: float | None = None,
+        max_replacements: int = 2,
     ) -> None:
         if engines < 1:
             raise ValueError(f"engines must be at least 1, got {engines}")
         self.policy = policy
+        self.max_replacements = max_replacements
+        #: (engine index, reason) of each replacement, in order
+        self.replacements: list[tuple[int, str]] = []
         if num_gpus is None:
             num_gpus = 1.0 if ray.cluster_resources().get("GPU", 0.0) >= engines else 0.0
-        actor = ray.remote(GenerationEngine).options(num_cpus=1, num_gpus=num_gpus)
+        self._actor = ray.remote(GenerationEngine).options(
+            num_cpus=1, num_gpus=num_gpus, max_restarts=0
+        )
         # the policy's parts, not the policy: it keeps caches (weak references) that do not pickle
-        shipped = ray.put(
+        self._parts = ray.put(
             {
                 "model": policy.model,
                 "tokenizer": policy.tokenizer,
                 "share_prompt": getattr(policy, "share_prompt", True),
             }
         )
-        self.engines = [actor.remote(shipped, asdict(cfg)) for _ in range(engines)]
+        self._cfg = asdict(cfg)
+        self._weights: Any = None  # the last synced weights in the object store (None: as built)
+        self.engines = [self._actor.remote(self._parts, self._cfg) for _ in range(engines)]
         self.info = ray.get([e.ready.remote() for e in self.engines])
 
     @property
@@ -111,16 +136,58 @@ class RayGenerator:
         """Completions in the local engine's order: blocks of prompts, one per engine."""
         prompts = [list(p) for p in prompt_ids]
         blocks = [b for b in np.array_split(np.arange(len(prompts)), len(self.engines)) if len(b)]
-        calls = [
-            engine.generate.remote([prompts[i] for i in block], n=n, **kwargs)
-            for engine, block in zip(self.engines, blocks)
-        ]
-        return [c for part in ray.get(calls) for c in part]
+        parts = self._on_engines(
+            [
+                lambda engine, block=block: engine.generate.remote(
+                    [prompts[i] for i in block], n=n, **kwargs
+                )
+                for block in blocks
+            ]
+        )
+        return [c for part in parts for c in part]
 
     def load_weights(self, model: torch.nn.Module) -> None:
         """Every engine samples from ``model``'s weights from now on (one upload)."""
-        state = ray.put({k: v.detach().cpu() for k, v in model.state_dict().items()})
-        ray.get([engine.load_weights.remote(state) for engine in self.engines])
+        self._weights = ray.put({k: v.detach().cpu() for k, v in model.state_dict().items()})
+        self._on_engines(
+            [lambda engine: engine.load_weights.remote(self._weights)] * len(self.engines)
+        )
+
+    def _on_engines(self, calls: list[Callable[[Any], Any]]) -> list[Any]:
+        """``calls[k](engine k)`` for each k, all submitted at once, their results in order;
+        an engine that died is replaced by a new one loaded with the last synced weights, and
+        its call made again there, up to ``max_replacements`` times."""
+        pending = [call(engine) for call, engine in zip(calls, self.engines)]
+        results = []
+        for k, (call, ref) in enumerate(zip(calls, pending)):
+            tries = 0
+            while True:
+                try:
+                    if ref is None:
+                        ref = call(self._new_engine(k))
+                    results.append(ray.get(ref))
+                    break
+                except RayActorError as err:
+                    reason = actor_death(err, "generation engine")
+                    if tries == self.max_replacements:
+                        raise RuntimeError(
+                            f"generation engine {k} died, with its {tries} replacement(s) "
+                            f"for this call used up: {reason}"
+                        ) from err
+                    tries += 1
+                    ray.kill(self.engines[k], no_restart=True)  # a half-dead one ends here
+                    self.replacements.append((k, reason))
+                    ref = None
+        return results
+
+    def _new_engine(self, k: int) -> Any:
+        """A new engine in place of engine ``k``, built as the others were and loaded with
+        the last synced weights."""
+        engine = self.engines[k] = self._actor.remote(self._parts, self._cfg)
+        self.info[k] = ray.get(engine.ready.remote())
+        if self._weights is not None:
+            ray.get(engine.load_weights.remote(self._weights))
+        return engine
 
     def close(self) -> None:
         for engine in self.engines:

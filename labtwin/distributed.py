@@ -483,9 +483,14 @@ class RayCampaignBatch:
 
 
 def death_reason(err: RayActorError) -> str:
-    """Why a lab worker died, in words: Ray's exit detail, up to its list of usual causes
+    """Why a lab worker died, in words (:func:`actor_death`)."""
+    return actor_death(err, "lab worker")
+
+
+def actor_death(err: RayActorError, role: str) -> str:
+    """Why an actor died, in words: Ray's exit detail, up to its list of usual causes
     (a signal such as SIGSEGV, the out-of-memory killer and ``ray stop`` read alike to Ray)."""
     text = str(err).strip()
     detail = text.split("exit detail:", 1)[1] if "exit detail:" in text else text
     detail = detail.split("Some common causes", 1)[0].strip().split("\n")[0]
-    return f"the lab worker process died ({detail[:200]})"
+    return f"the {role} process died ({detail[:200]})"

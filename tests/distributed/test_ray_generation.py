@@ -1,0 +1,55 @@
+"""A generation engine that dies is replaced, with the weights synced before its death.
+
+The engine's process is killed with SIGKILL (as the out-of-memory killer would); the
+next call goes to a new engine, which must sample what the dead one sampled for the same
+prompts and seed (same weights, same code), and those weights must be the synced ones,
+not the ones the engines were built with.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+import torch
+
+from labtwin.agents.ray_generation import RayGenerator
+from labtwin.agents.train import TrainConfig, make_policy
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def sampled(completions) -> list[tuple[list[int], list[float]]]:
+    return [(list(c.completion_ids), [float(x) for x in c.logprobs]) for c in completions]
+
+
+def test_a_killed_engine_is_replaced_and_samples_with_the_synced_weights(ray_cluster) -> None:
+    cfg = TrainConfig(budget=1, progress=False)
+    policy = make_policy(cfg)
+    generator = RayGenerator(policy, cfg, engines=2)
+    try:
+        words = ["run the reactor hotter", "measure the yield", "stop", "cool it down"]
+        prompts = [policy.tokenizer(w, add_special_tokens=False)["input_ids"] for w in words]
+        ask = {"n": 2, "max_new_tokens": 12, "temperature": 1.0, "seed": 11}
+        as_built = sampled(generator.generate(prompts, **ask))
+        with torch.no_grad():  # an update: the engines must sample from these weights now
+            for parameter in policy.model.parameters():
+                parameter.mul_(1.05)
+        generator.load_weights(policy.model)
+        synced = sampled(generator.generate(prompts, **ask))
+        assert synced != as_built  # the sync changes what is sampled
+
+        os.kill(generator.info[1]["pid"], signal.SIGKILL)
+        assert sampled(generator.generate(prompts, **ask)) == synced
+        assert len(generator.replacements) == 1
+        engine, reason = generator.replacements[0]
+        assert engine == 1 and "generation engine process died" in reason
+        assert generator.info[1]["pid"] != generator.info[0]["pid"]
+
+        generator.max_replacements = 0  # no second chance: the run stops with the reason
+        os.kill(generator.info[0]["pid"], signal.SIGKILL)
+        with pytest.raises(RuntimeError, match="generation engine 0 died, with its 0 replacement"):
+            generator.generate(prompts, **ask)
+    finally:
+        generator.close()
