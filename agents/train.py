@@ -31,6 +31,7 @@ import copy
 import enum
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -425,8 +426,8 @@ def grpo_update(
     totals: dict[str, float] = {}
     policy.model.train()
     optimizer.zero_grad()
-    for start in range(0, len(episodes), cfg.micro_batch_size):
-        batch = episodes[start : start + cfg.micro_batch_size]
+    for start, end in micro_batches(episodes, cfg.micro_batch_size):
+        batch = episodes[start:end]
         prompts, completions = [e.prompt_ids for e in batch], [e.completion_ids for e in batch]
         out = policy.logprobs(prompts, completions, cfg.temperature, with_entropy=True)
         mask = padded([e.completion_mask for e in batch], torch.float32, device) * out.mask
@@ -463,6 +464,35 @@ def grpo_update(
     out_metrics = {k: (v if k == "loss" else v / tokens) for k, v in totals.items()}
     out_metrics["grad_norm"] = float(grad_norm)
     return out_metrics
+
+
+def micro_batches(episodes: Sequence[Episode], size: int) -> list[tuple[int, int]]:
+    """``(start, end)`` of each micro-batch of ``episodes``: at most ``size`` rows, in order,
+    with each run of consecutive rows that share a prompt (a GRPO group) kept in one
+    micro-batch where it fits, so that its prompt is run once (:meth:`HFPolicy.logprobs`
+    shares it only within a call). Whole runs are packed while they fit; a run longer than
+    ``size`` is cut into micro-batches of ``size`` rows, its last rows packed with what
+    follows. The loss is normalised over the whole batch, so the partition changes the
+    gradient only by float summation order."""
+    runs: list[list[int]] = []  # [start, end) of each run of one prompt
+    for i, episode in enumerate(episodes):
+        if runs and episode.prompt_ids == episodes[i - 1].prompt_ids:
+            runs[-1][1] = i + 1
+        else:
+            runs.append([i, i + 1])
+    slices: list[tuple[int, int]] = []
+    start = end = 0  # the micro-batch being packed: [start, end)
+    for run_start, run_end in runs:
+        if run_end - start > size and end > start:  # the run does not fit beside the others
+            slices.append((start, end))
+            start = run_start
+        while run_end - start > size:  # a run longer than a micro-batch: cut it
+            slices.append((start, start + size))
+            start += size
+        end = run_end
+    if end > start:
+        slices.append((start, end))
+    return slices
 
 
 # ---- run directory, reference model and checkpoints ----------------------------------------

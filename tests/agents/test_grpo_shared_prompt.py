@@ -27,7 +27,7 @@ import torch  # noqa: E402
 from labtwin.agents.grpo import group_advantages  # noqa: E402
 from labtwin.agents.policy import HFPolicy, build_tiny_model, build_tiny_tokenizer  # noqa: E402
 from labtwin.agents.rollout import Episode  # noqa: E402
-from labtwin.agents.train import TrainConfig, grpo_update  # noqa: E402
+from labtwin.agents.train import TrainConfig, grpo_update, micro_batches  # noqa: E402
 
 GROUP_SIZE = 4
 PROMPT_LENGTHS = (9, 14)
@@ -126,13 +126,12 @@ def _episodes(policy: HFPolicy) -> tuple[list[Episode], torch.Tensor]:
     return episodes, group_advantages(rewards, GROUP_SIZE)
 
 
-@pytest.mark.parametrize("micro_batch_size", [8, 6])
+@pytest.mark.parametrize("micro_batch_size", [8, 6, 3])
 def test_grpo_update_gradients_equal_the_unshared_pass(policy, tokenizer, micro_batch_size):
     """labtwin's ``grpo_update`` with the KL term and entropy: every parameter's gradient.
 
-    ``micro_batch_size=6`` splits the second group: micro-batch 1 holds group 0 and two
-    rows of group 1, micro-batch 2 the other two rows of group 1 (its prompt runs once in
-    each).
+    ``micro_batch_size=6`` keeps each group of 4 in a micro-batch of its own;
+    ``micro_batch_size=3`` cuts each group into 3 rows and 1 (its prompt runs once in each).
     """
     episodes, advantages = _episodes(policy)
     reference = build_tiny_model(tokenizer, seed=1).eval().requires_grad_(False)
@@ -149,8 +148,9 @@ def test_grpo_update_gradients_equal_the_unshared_pass(policy, tokenizer, micro_
     def gradients(share: bool) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
         policy.share_prompt = share
         metrics = grpo_update(policy, reference, optimizer, episodes, advantages, cfg)
-        # the last call was the reference model's, on the last micro-batch
-        assert policy.unshared_reason == (None if share else "share_prompt is off")
+        # the last call was the reference model's, on the last micro-batch (one row of 3)
+        alone = "no two rows share a prompt" if micro_batch_size == 3 else None
+        assert policy.unshared_reason == (alone if share else "share_prompt is off")
         return {n: p.grad.clone() for n, p in policy.model.named_parameters()}, metrics
 
     shared, shared_metrics = gradients(True)
@@ -233,3 +233,22 @@ def test_bench_smoke_writes_the_update_comparison(tmp_path):
     rows = [line for line in text.splitlines() if line.startswith("| ") and "x |" in line]
     assert len(rows) == 3 and rows[0].endswith("| 1.00x |")
     assert "Reading. " in text
+
+
+@pytest.mark.parametrize(
+    ("groups", "size", "expected"),
+    [
+        ([4, 4], 8, [(0, 8)]),
+        ([4, 4], 6, [(0, 4), (4, 8)]),  # no group cut where each fits
+        ([4, 4], 3, [(0, 3), (3, 4), (4, 7), (7, 8)]),
+        ([6, 6, 6], 8, [(0, 6), (6, 12), (12, 18)]),
+        ([2, 2, 3, 1], 4, [(0, 4), (4, 8)]),  # whole groups packed while they fit
+        ([10, 2], 8, [(0, 8), (8, 12)]),  # a long group's last rows packed with the next
+        ([1] * 5, 2, [(0, 2), (2, 4), (4, 5)]),  # no two rows share a prompt
+    ],
+)
+def test_micro_batches_keep_groups_whole_where_they_fit(groups, size, expected) -> None:
+    episodes = [
+        Episode(group=g, seed=g, prompt_ids=[7, g]) for g, n in enumerate(groups) for _ in range(n)
+    ]
+    assert micro_batches(episodes, size) == expected
