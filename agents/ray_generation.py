@@ -24,12 +24,15 @@ sampling is a function of the weights, the prompts and the call's seed, so the r
 block of a seeded call (the trainer seeds every call) gives what the dead engine would
 have given, and the run goes on. Up to ``max_replacements`` replacements per engine
 and call; ``replacements`` lists each (engine index, reason). An exception raised inside an engine (bad arguments) is not a
-death: it is re-raised on the driver, as in one process.
+death: it is re-raised on the driver, as in one process. With ``timeout_s``, an engine
+that has not answered a call within it (hung: a deadlock, a stopped process) is killed
+and replaced the same way.
 """
 
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -38,7 +41,7 @@ from typing import Any
 import numpy as np
 import ray
 import torch
-from ray.exceptions import RayActorError
+from ray.exceptions import GetTimeoutError, RayActorError
 
 from labtwin.agents.train_config import TrainConfig
 from labtwin.distributed import actor_death
@@ -86,7 +89,9 @@ class RayGenerator:
     ``policy`` is the trainer's :class:`~labtwin.agents.policy.HFPolicy`, copied to each
     engine through the object store; ``num_gpus`` per engine (None: one each where the
     cluster has a GPU per engine); ``max_replacements``: how many times one call may
-    replace a dead engine before the run stops with the reason. Ray must be initialised.
+    replace a dead engine before the run stops with the reason; ``timeout_s``: seconds an
+    engine may take to answer a call before it is taken for hung and replaced (None: no
+    deadline). Ray must be initialised.
     """
 
     def __init__(
@@ -96,11 +101,13 @@ class RayGenerator:
         engines: int = 1,
         num_gpus: float | None = None,
         max_replacements: int = 2,
+        timeout_s: float | None = None,
     ) -> None:
         if engines < 1:
             raise ValueError(f"engines must be at least 1, got {engines}")
         self.policy = policy
         self.max_replacements = max_replacements
+        self.timeout_s = timeout_s
         #: (engine index, reason) of each replacement, in order
         self.replacements: list[tuple[int, str]] = []
         if num_gpus is None:
@@ -155,30 +162,41 @@ class RayGenerator:
 
     def _on_engines(self, calls: list[Callable[[Any], Any]]) -> list[Any]:
         """``calls[k](engine k)`` for each k, all submitted at once, their results in order;
-        an engine that died is replaced by a new one loaded with the last synced weights, and
-        its call made again there, up to ``max_replacements`` times."""
+        an engine that died, or did not answer within ``timeout_s``, is replaced by a new one
+        loaded with the last synced weights, and its call made again there, up to
+        ``max_replacements`` times."""
         pending = [call(engine) for call, engine in zip(calls, self.engines)]
+        sent = time.monotonic()
         results = []
         for k, (call, ref) in enumerate(zip(calls, pending)):
             tries = 0
             while True:
                 try:
                     if ref is None:
-                        ref = call(self._new_engine(k))
-                    results.append(ray.get(ref))
+                        ref, sent = call(self._new_engine(k)), time.monotonic()
+                    results.append(ray.get(ref, timeout=self._time_left(sent)))
                     break
-                except RayActorError as err:
-                    reason = actor_death(err, "generation engine")
+                except (RayActorError, GetTimeoutError) as err:
+                    if isinstance(err, GetTimeoutError):
+                        reason = f"the generation engine did not answer within {self.timeout_s:g} s"
+                    else:
+                        reason = actor_death(err, "generation engine")
                     if tries == self.max_replacements:
                         raise RuntimeError(
-                            f"generation engine {k} died, with its {tries} replacement(s) "
+                            f"generation engine {k} failed, with its {tries} replacement(s) "
                             f"for this call used up: {reason}"
                         ) from err
                     tries += 1
-                    ray.kill(self.engines[k], no_restart=True)  # a half-dead one ends here
+                    ray.kill(self.engines[k], no_restart=True)  # a hung one ends here
                     self.replacements.append((k, reason))
                     ref = None
         return results
+
+    def _time_left(self, sent: float) -> float | None:
+        """Seconds a call sent at ``sent`` may still take (None: no deadline)."""
+        if self.timeout_s is None:
+            return None
+        return max(0.0, sent + self.timeout_s - time.monotonic())
 
     def _new_engine(self, k: int) -> Any:
         """A new engine in place of engine ``k``, built as the others were and loaded with

@@ -275,7 +275,9 @@ def make_generator(
     if cfg.ray is not None:  # the same engine, built in each Ray actor by this function
         from labtwin.agents.ray_generation import RayGenerator
 
-        return RayGenerator(policy, cfg, cfg.generation_engines), {}
+        return RayGenerator(
+            policy, cfg, cfg.generation_engines, timeout_s=cfg.generation_timeout_s
+        ), {}
     if cfg.backend == "hf":
         return policy, {"logits_processor": make_grammar(policy, task, cfg)}
     from labtwin.agents.policy.vllm_policy import VLLMPolicy, tool_call_schema

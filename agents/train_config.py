@@ -78,6 +78,8 @@ class TrainConfig:
     """generate on Ray actors: 'auto' (a running cluster, else a local one) or a head's address (None: in this process)"""
     generation_engines: int = 1
     """with ray: generation engines (actors); 1 samples exactly what the local engine samples"""
+    generation_timeout_s: float | None = None
+    """with ray: seconds an engine may take to answer a call before it is replaced as hung (None: no deadline)"""
     lab_workers: int = 0
     """Ray lab workers stepping the rollouts' campaigns (0: in this process; Ray 'auto' unless ray is set)"""
     threads: int = 1
@@ -132,6 +134,8 @@ class TrainConfig:
         self._at_least(1, "threads", "warmstart_batch", "eval_campaigns", "checkpoint_every")
         self._at_least(1, "vocab_size", "layers", "generation_engines")
         self._at_least(0, "lab_workers")
+        if self.generation_timeout_s is not None:
+            self._positive("generation_timeout_s")
         self._at_least(2, "group_size")
         self._positive("learning_rate", "warmstart_learning_rate", "max_grad_norm", "temperature")
         self._non_negative("clip_low", "clip_high", "kl_coef", "invalid_penalty")

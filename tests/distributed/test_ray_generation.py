@@ -1,6 +1,7 @@
-"""A generation engine that dies is replaced, with the weights synced before its death.
+"""A generation engine that dies or hangs is replaced, with the weights synced before.
 
-The engine's process is killed with SIGKILL (as the out-of-memory killer would); the
+The engine's process is killed with SIGKILL (as the out-of-memory killer would), or
+stopped with SIGSTOP (alive, never answering: past the generator's timeout); the
 next call goes to a new engine, which must sample what the dead one sampled for the same
 prompts and seed (same weights, same code), and those weights must be the synced ones,
 not the ones the engines were built with.
@@ -8,6 +9,7 @@ not the ones the engines were built with.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 
@@ -47,9 +49,24 @@ def test_a_killed_engine_is_replaced_and_samples_with_the_synced_weights(ray_clu
         assert engine == 1 and "generation engine process died" in reason
         assert generator.info[1]["pid"] != generator.info[0]["pid"]
 
+        generator.timeout_s = 20.0  # a call takes well under a second here
+        hung = generator.info[0]["pid"]
+        os.kill(hung, signal.SIGSTOP)  # alive, never answering
+        try:
+            assert sampled(generator.generate(prompts, **ask)) == synced
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # ray.kill ends it; if not, this does
+                os.kill(hung, signal.SIGKILL)
+        assert generator.replacements[-1] == (
+            0,
+            "the generation engine did not answer within 20 s",
+        )
+
         generator.max_replacements = 0  # no second chance: the run stops with the reason
         os.kill(generator.info[0]["pid"], signal.SIGKILL)
-        with pytest.raises(RuntimeError, match="generation engine 0 died, with its 0 replacement"):
+        with pytest.raises(
+            RuntimeError, match="generation engine 0 failed, with its 0 replacement"
+        ):
             generator.generate(prompts, **ask)
     finally:
         generator.close()
