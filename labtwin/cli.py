@@ -21,7 +21,13 @@ from rich.table import Table
 
 from labtwin.registry import list_tasks, load_task, short_id
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+#: what ``labtwin --help`` says (the module docstring above is for developers)
+HELP = (
+    "labtwin: simulated science labs as reinforcement-learning environments. List the labs, "
+    "describe one, run campaigns with a baseline agent, train an LLM with GRPO, evaluate "
+    "agents, and plot, view or report a run."
+)
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP)
 console = Console()
 
 

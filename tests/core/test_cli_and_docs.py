@@ -25,6 +25,19 @@ def test_tasks_json_lists_every_lab() -> None:
     assert [r["id"] for r in rows] == labtwin.list_tasks()
 
 
+def test_help_says_what_each_command_does_in_the_users_words() -> None:
+    """``labtwin --help`` names every command with its summary, and its opening says what
+    labtwin is, without the developers' notes of the module docstring (import rules)."""
+    result = runner.invoke(app, ["--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    for command in app.registered_commands:
+        summary = command.callback.__doc__.strip().splitlines()[0]
+        assert command.name in text and summary in text, command.name
+    assert "reinforcement-learning environments" in text
+    assert "import" not in text and "``" not in text
+
+
 def test_describe_shows_schema_and_reward() -> None:
     result = runner.invoke(app, ["describe", "BatchReactor-v1", "--json"])
     info = json.loads(result.output)
