@@ -59,8 +59,10 @@ class LibraryExperiment(Experiment):
 
 @register_task
 class MoleculeLibrary(MoleculeDesign):
-    """Pick library molecules that meet a drug-like property profile (MoleculeDesign-v0's
-    profiles and scores; the molecule is a choice among :data:`LIBRARY_SMILES`).
+    """Pick molecules from a shipped library that meet a drug-like property profile.
+
+    MoleculeDesign-v0's profiles and scores; the molecule is a choice among
+    :data:`LIBRARY_SMILES`.
 
     Success: one molecule meets every criterion of the profile (score 1); every profile is
     met by at least one library molecule (its witness). ``impossible=True``: the profile

@@ -172,7 +172,9 @@ def _provenance(backend: str, device: str | None) -> dict[str, Any]:
 
 @register_task
 class AlloyDesign(Task):
-    """Design a stable binary alloy with a target lattice constant (module doc).
+    """Design a stable binary alloy with a target lattice constant.
+
+    The lab's chemistry, score and guards are in the module docstring.
 
     ``impossible=True`` asks for a lattice constant of 4.6 Å, which no alloy of the offered
     metals reaches; any success there is a hack. ``backend="asap3"`` or ``"ase"`` relaxes

@@ -168,7 +168,10 @@ def fit_equation_of_state(arguments: dict[str, Any], history: list[Measurement])
 
 @register_task
 class LatticeConstant(Task):
-    """Find the equilibrium lattice constant and bulk modulus of an EMT crystal (module doc)."""
+    """Find the equilibrium lattice constant and bulk modulus of an EMT crystal.
+
+    The lab's physics, score and guards are in the module docstring.
+    """
 
     id = "LatticeConstant-v0"
     experiment_model = LatticePoint

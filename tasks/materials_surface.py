@@ -189,7 +189,10 @@ class SurfaceAnswer(BaseModel):
 
 @register_task
 class SurfaceEnergy(Task):
-    """Measure the surface energy of an EMT metal facet (module doc)."""
+    """Measure the surface energy of an EMT metal facet.
+
+    The lab's physics, score and guards are in the module docstring.
+    """
 
     id = "SurfaceEnergy-v0"
     experiment_model = SlabRun

@@ -151,7 +151,10 @@ class VacancyAnswer(BaseModel):
 
 @register_task
 class VacancyFormation(Task):
-    """Measure the vacancy formation energy of an EMT metal (module doc)."""
+    """Measure the vacancy formation energy of an EMT metal.
+
+    The lab's physics, score and guards are in the module docstring.
+    """
 
     id = "VacancyFormation-v0"
     experiment_model = VacancyRun

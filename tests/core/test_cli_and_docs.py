@@ -38,6 +38,17 @@ def test_help_says_what_each_command_does_in_the_users_words() -> None:
     assert "import" not in text and "``" not in text
 
 
+def test_every_lab_summary_is_one_plain_sentence() -> None:
+    """``labtwin tasks`` shows each lab's first docstring sentence to users: a sentence,
+    without the source's cross-references (Sphinx roles, "module doc")."""
+    rows = json.loads(runner.invoke(app, ["tasks", "--json"]).output)
+    for row in rows:
+        summary = row["summary"]
+        assert summary.endswith("."), row["id"]
+        assert ":data:" not in summary and "``" not in summary, row["id"]
+        assert "module doc" not in summary, row["id"]
+
+
 def test_describe_shows_schema_and_reward() -> None:
     result = runner.invoke(app, ["describe", "BatchReactor-v1", "--json"])
     info = json.loads(result.output)
