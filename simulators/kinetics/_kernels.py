@@ -31,8 +31,9 @@ from types import SimpleNamespace
 
 import warp as wp
 
-wp.config.log_level = wp.LOG_WARNING  # no start-up banner or module-load lines
-wp.init()
+from labtwin.simulators.warp_runtime import init_warp
+
+init_warp()  # no start-up banner or module-load lines (labtwin.simulators.warp_runtime)
 
 
 def _f64(x: float):

@@ -43,17 +43,14 @@ from labtwin.simulators.md.observables import (
 )
 from labtwin.simulators.md.state import MDState
 from labtwin.simulators.neighbours import NeighbourLists
+from labtwin.simulators.warp_runtime import init_warp
 
 DEFAULT_CUTOFF = 2.5  # sigma
 DEFAULT_SKIN = 0.3  # sigma
 
 
 def _warp() -> Any:
-    import warp as wp
-
-    wp.config.quiet = True
-    wp.init()
-    return wp
+    return init_warp()
 
 
 def default_device() -> str:

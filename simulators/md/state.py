@@ -198,9 +198,9 @@ class MDState:
         host = self.numpy()
         if device == "numpy":
             return host
-        import warp as wp
+        from labtwin.simulators.warp_runtime import init_warp
 
-        wp.init()
+        wp = init_warp()
         double = host.dtype == np.float64
         vec3 = wp.vec3d if double else wp.vec3f
         mat33 = wp.mat33d if double else wp.mat33f
