@@ -43,7 +43,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 import labtwin
 from labtwin.agents.grpo import group_advantages, grpo_loss, loss_normaliser, zero_variance_mask
 from labtwin.agents.policy import HFPolicy, build_tiny_model, build_tiny_tokenizer
-from labtwin.agents.policy.hf import load_causal_lm
+from labtwin.agents.policy.hf import load_causal_lm, save_pretrained
 from labtwin.agents.rollout import Episode, run_episodes
 from labtwin.agents.train_config import TrainConfig
 from labtwin.campaign import derive_seeds
@@ -282,9 +282,7 @@ def make_generator(
         return policy, {"logits_processor": make_grammar(policy, task, cfg)}
     from labtwin.agents.policy.vllm_policy import VLLMPolicy, tool_call_schema
 
-    path = run_dir / "generator_init"
-    policy.model.save_pretrained(path)
-    policy.tokenizer.save_pretrained(path)
+    path = save_pretrained(run_dir / "generator_init", policy.model, policy.tokenizer)
     generator = VLLMPolicy(str(path), seed=streams.engine())
     return generator, (
         {"json_schema": tool_call_schema(lab_tools(task))} if cfg.constrained else {}
@@ -525,7 +523,7 @@ def resolve_run(cfg: TrainConfig) -> tuple[Path, Path | None]:
 
 def save_reference(run_dir: Path, policy: HFPolicy) -> torch.nn.Module:
     """Freeze the starting policy as the KL reference, and save it so that a resume finds it."""
-    policy.model.save_pretrained(run_dir / "reference")
+    save_pretrained(run_dir / "reference", policy.model)
     return copy.deepcopy(policy.model).eval().requires_grad_(False)
 
 
@@ -541,10 +539,7 @@ def load_reference(run_dir: Path, policy: HFPolicy) -> torch.nn.Module:
 def save_warm_start(run_dir: Path, policy: HFPolicy) -> Path:
     """The policy after the warm start, before GRPO (model and tokenizer), so that it can be
     evaluated later (``labtwin eval``); a resume never reads it."""
-    path = run_dir / "checkpoints" / "warm_start"
-    policy.model.save_pretrained(path)
-    policy.tokenizer.save_pretrained(path)
-    return path
+    return save_pretrained(run_dir / "checkpoints" / "warm_start", policy.model, policy.tokenizer)
 
 
 def save_checkpoint(
@@ -552,9 +547,9 @@ def save_checkpoint(
 ) -> Path:
     """Model, tokenizer and ``trainer.pt`` (tensors and plain types only: loads with
     ``weights_only=True``)."""
-    path = run_dir / "checkpoints" / f"step_{step:06d}"
-    policy.model.save_pretrained(path)
-    policy.tokenizer.save_pretrained(path)
+    path = save_pretrained(
+        run_dir / "checkpoints" / f"step_{step:06d}", policy.model, policy.tokenizer
+    )
     torch.save({"optimizer": optimizer.state_dict(), "step": step, **extra}, path / "trainer.pt")
     (run_dir / "checkpoints" / "latest").write_text(path.name)
     return path

@@ -79,6 +79,32 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+@contextlib.contextmanager
+def transformers_bars_off() -> Iterator[None]:
+    """transformers' own progress bars (``Writing model shards``, loading bars) off for the
+    block and as they were after it: a training run shows its own progress, and a bar per
+    checkpoint of a one-file model only scrolls it away."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+
+
+def save_pretrained(path: str | Path, model: torch.nn.Module, tokenizer: Any = None) -> Path:
+    """``model.save_pretrained(path)`` (and the tokenizer's, where given), without
+    transformers' progress bars (:func:`transformers_bars_off`)."""
+    with transformers_bars_off():
+        model.save_pretrained(path)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(path)
+    return Path(path)
+
+
 def load_causal_lm(path: str | Path, **kwargs: Any) -> torch.nn.Module:
     """``AutoModelForCausalLM.from_pretrained(path, local_files_only=True, **kwargs)`` with
     every parameter and buffer moved into memory of its own from torch's allocator.
@@ -89,7 +115,8 @@ def load_causal_lm(path: str | Path, **kwargs: Any) -> torch.nn.Module:
     checkpoint drifted from the same run done straight (6e-8 in the weights after one step).
     In fresh memory a loaded model computes what the model that was saved computed.
     """
-    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, **kwargs)
+    with transformers_bars_off():
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, **kwargs)
     with torch.no_grad():
         for tensor in [*model.parameters(), *model.buffers()]:
             tensor.data = tensor.data.clone()

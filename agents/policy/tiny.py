@@ -31,6 +31,8 @@ from tokenizers import (
 )
 from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerFast, Qwen2Config
 
+from labtwin.agents.policy.hf import save_pretrained
+
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
@@ -228,6 +230,4 @@ def save_tiny(path: str | Path, seed: int = 0, **config_overrides) -> Path:
     path = Path(path)
     tokenizer = build_tiny_tokenizer()
     model = build_tiny_model(tokenizer, seed=seed, **config_overrides)
-    tokenizer.save_pretrained(path)
-    model.save_pretrained(path)
-    return path
+    return save_pretrained(path, model, tokenizer)

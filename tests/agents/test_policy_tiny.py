@@ -153,3 +153,19 @@ def test_save_and_load_with_auto_classes(tmp_path, tokenizer):
         tokenizer.convert_tokens_to_ids("<|im_end|>"),
         tokenizer.pad_token_id,
     ]
+
+
+def test_saving_and_loading_show_no_transformers_bars(tmp_path, capsys):
+    """A training run shows its own progress: saving and loading a model through labtwin
+    prints none of transformers' bars, and leaves them switched as the user had them."""
+    from transformers.utils import logging as hf_logging
+
+    from labtwin.agents.policy.hf import load_causal_lm
+
+    assert hf_logging.is_progress_bar_enabled()
+    path = save_tiny(tmp_path / "tiny", seed=3)
+    load_causal_lm(path)
+    captured = capsys.readouterr()
+    assert "Writing model shards" not in captured.err + captured.out
+    assert "%|" not in captured.err + captured.out  # no tqdm bar of any kind
+    assert hf_logging.is_progress_bar_enabled()
