@@ -47,12 +47,12 @@ Cost: atoms times energy evaluations (4 per experiment).
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
 
-from labtwin import Experiment, Measurement, ObservableSpec, Task, Value, knob, register_task
+from labtwin import Experiment, Measurement, ObservableSpec, Value, knob, register_task
 from labtwin.frames import structure_panel
 from labtwin.simulators.materials.bulk import (
     CUBIC_CRYSTALS,
@@ -65,6 +65,7 @@ from labtwin.simulators.materials.bulk import (
 from labtwin.simulators.materials.emt_warp import default_device
 from labtwin.structures import structure_artifacts
 from labtwin.task import AnalysisTool, package_versions
+from labtwin.tasks.materials_common import ATOMIC_NUMBERS, SUCCESS_SCORE, AnswerLab
 
 #: the crystals a campaign may draw, in the order of ``crystal_index``
 CRYSTALS: tuple[str, ...] = tuple(CUBIC_CRYSTALS)
@@ -74,8 +75,6 @@ LATTICE_RANGE_A = (3.0, 4.6)
 LATTICE_TOLERANCE_A = 0.002
 BULK_TOLERANCE = 0.02
 #: an answer inside the tolerance ellipse scores at least this
-SUCCESS_SCORE = math.exp(-0.5)
-ATOMIC_NUMBERS = {"Al": 13, "Ni": 28, "Cu": 29, "Pd": 46, "Ag": 47, "Pt": 78, "Au": 79}
 
 
 def answer_score(
@@ -167,7 +166,7 @@ def fit_equation_of_state(arguments: dict[str, Any], history: list[Measurement])
 
 
 @register_task
-class LatticeConstant(Task):
+class LatticeConstant(AnswerLab):
     """Find the equilibrium lattice constant and bulk modulus of an EMT crystal.
 
     The lab's physics, score and guards are in the module docstring.
@@ -192,11 +191,6 @@ class LatticeConstant(Task):
         ),
     )
     cost_unit = "atom-evaluations"
-    default_budget = 8
-    score_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
-    success_threshold = SUCCESS_SCORE
-    #: a repeat evaluates the same cell and reads the same: nothing to confirm
-    confirm_best = False
     no_impossible_variant = (
         "the answer is two numbers, so a blind guess can land inside the tolerance by luck"
     )
@@ -222,14 +216,6 @@ answer scores exp(-((a - a0) / {LATTICE_TOLERANCE_A:g} Å)^2 / 2 - ((B - B0) /
 B is the curvature at the minimum: points far from a0 bias a fitted B. Each experiment
 costs 4 atom-evaluations.
 """
-
-    def __init__(
-        self, budget: int | None = None, impossible: bool = False, device: str | None = None
-    ) -> None:
-        if impossible:
-            raise ValueError(f"{self.id} has no impossible variant: {self.no_impossible_variant}")
-        super().__init__(budget)
-        self.device = device
 
     # ---- campaigns -----------------------------------------------------------------
 
@@ -287,9 +273,6 @@ costs 4 atom-evaluations.
                 )
             )
         return out
-
-    def reward(self, measurement: Measurement, conditions: dict[str, Any]) -> float:
-        return 0.0  # the answer is the result
 
     def score_answer(self, answer: LatticeAnswer, conditions, history) -> float:  # noqa: D102
         return answer_score(

@@ -60,13 +60,12 @@ Cost: atoms times energy-and-force evaluations of both slabs, in thousands.
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
 
-from labtwin import Experiment, Measurement, ObservableSpec, Task, Value, knob, register_task
+from labtwin import Experiment, Measurement, ObservableSpec, Value, knob, register_task
 from labtwin.frames import structure_panel
 from labtwin.simulators.materials.emt import EMT_ELEMENTS
 from labtwin.simulators.materials.emt_warp import default_device
@@ -78,6 +77,7 @@ from labtwin.simulators.materials.surface import (
 )
 from labtwin.structures import structure_artifacts
 from labtwin.task import package_versions
+from labtwin.tasks.materials_common import ATOMIC_NUMBERS, SUCCESS_SCORE, AnswerLab
 
 #: the metals a campaign may draw, in the order of ``metal_index``
 METALS: tuple[str, ...] = EMT_ELEMENTS
@@ -112,13 +112,9 @@ REFERENCE_J_M2: dict[tuple[str, tuple[int, int, int]], float] = {
 GAMMA_TOLERANCE_J_M2 = 0.0005
 #: compute a campaign may spend before its answer loses score [k atom-evaluations]
 COMPUTE_ALLOWANCE = 2.0
-SUCCESS_SCORE = math.exp(-0.5)
 #: the smallest vacuum gap offered [Å]: slabs this close to their images do not overlap
 #: (nearest neighbours sit at 2.5-2.9 Å), but feel each other through EMT's range
 MIN_VACUUM_A = 3.0
-#: protocols kept in the per-process cache of measurements
-CACHE_SIZE = 1024
-ATOMIC_NUMBERS = {"Al": 13, "Ni": 28, "Cu": 29, "Pd": 46, "Ag": 47, "Pt": 78, "Au": 79}
 #: scripted baselines, one campaign per metal and facet (21): successes and mean score
 #: (exact: the lab is deterministic and the random baseline seeded; tests/materials)
 BASELINE_FIGURES: dict[str, tuple[int, float]] = {
@@ -188,7 +184,7 @@ class SurfaceAnswer(BaseModel):
 
 
 @register_task
-class SurfaceEnergy(Task):
+class SurfaceEnergy(AnswerLab):
     """Measure the surface energy of an EMT metal facet.
 
     The lab's physics, score and guards are in the module docstring.
@@ -225,11 +221,6 @@ class SurfaceEnergy(Task):
         ),
     )
     cost_unit = "k atom-evaluations"
-    default_budget = 8
-    score_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
-    success_threshold = SUCCESS_SCORE
-    #: a repeat relaxes the same slabs and reads the same: nothing to confirm
-    confirm_best = False
     no_impossible_variant = (
         "the answer is one number, so a guess can land inside the tolerance by luck"
     )
@@ -260,15 +251,6 @@ min(1, {COMPUTE_ALLOWANCE:g} / C), C the thousands of atom-evaluations your expe
 spent: spend more than {COMPUTE_ALLOWANCE:g} k and the score falls. {SUCCESS_SCORE:.3f} or
 more counts as a success.
 """
-
-    def __init__(
-        self, budget: int | None = None, impossible: bool = False, device: str | None = None
-    ) -> None:
-        if impossible:
-            raise ValueError(f"{self.id} has no impossible variant: {self.no_impossible_variant}")
-        super().__init__(budget)
-        self.device = device
-        self._cache: OrderedDict[SurfaceProtocol, SurfaceResult] = OrderedDict()
 
     # ---- campaigns -----------------------------------------------------------------
 
@@ -319,16 +301,7 @@ more counts as a success.
 
     def measure_protocols(self, protocols: list[SurfaceProtocol]) -> list[SurfaceResult]:
         """Every protocol's result: cached ones from the cache, the others in one batch."""
-        todo = list(dict.fromkeys(p for p in protocols if p not in self._cache))
-        for p, result in zip(todo, measure_surfaces(todo, device=self.device), strict=True):
-            self._cache[p] = result
-        out = []
-        for p in protocols:
-            self._cache.move_to_end(p)
-            out.append(self._cache[p])
-        while len(self._cache) > CACHE_SIZE:
-            self._cache.popitem(last=False)
-        return out
+        return self.cached(protocols, measure_surfaces)
 
     def simulate(self, experiments, conditions, rngs):  # noqa: D102 (documented on Task)
         pairs = [self.protocols_of(e, c) for e, c in zip(experiments, conditions)]
@@ -374,9 +347,6 @@ more counts as a success.
                 [ATOMIC_NUMBERS[s] for s in structure.species], structure.positions, structure.cell
             ),
         )
-
-    def reward(self, measurement: Measurement, conditions: dict[str, Any]) -> float:
-        return 0.0  # the answer is the result
 
     def score_answer(self, answer: SurfaceAnswer, conditions, history) -> float:  # noqa: D102
         spent = sum(m.cost for m in history)

@@ -61,13 +61,12 @@ thousands.
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
 
-from labtwin import Experiment, Measurement, ObservableSpec, Task, Value, knob, register_task
+from labtwin import Experiment, Measurement, ObservableSpec, Value, knob, register_task
 from labtwin.frames import structure_panel
 from labtwin.simulators.materials.emt import EMT_ELEMENTS
 from labtwin.simulators.materials.emt_warp import default_device
@@ -78,6 +77,7 @@ from labtwin.simulators.materials.vacancy import (
 )
 from labtwin.structures import structure_artifacts
 from labtwin.task import package_versions
+from labtwin.tasks.materials_common import ATOMIC_NUMBERS, SUCCESS_SCORE, AnswerLab
 
 #: the metals a campaign may draw, in the order of ``metal_index``
 METALS: tuple[str, ...] = EMT_ELEMENTS
@@ -97,10 +97,6 @@ REFERENCE_EV: dict[str, float] = {
 ENERGY_TOLERANCE_EV = 0.002
 #: compute a campaign may spend before its answer loses score [k atom-evaluations]
 COMPUTE_ALLOWANCE = 30.0
-SUCCESS_SCORE = math.exp(-0.5)
-ATOMIC_NUMBERS = {"Al": 13, "Ni": 28, "Cu": 29, "Pd": 46, "Ag": 47, "Pt": 78, "Au": 79}
-#: protocols kept in the per-process cache of measurements
-CACHE_SIZE = 1024
 
 
 def vacancy_score(answer_eV: float, reference_eV: float, compute_spent: float) -> float:
@@ -150,7 +146,7 @@ class VacancyAnswer(BaseModel):
 
 
 @register_task
-class VacancyFormation(Task):
+class VacancyFormation(AnswerLab):
     """Measure the vacancy formation energy of an EMT metal.
 
     The lab's physics, score and guards are in the module docstring.
@@ -182,11 +178,6 @@ class VacancyFormation(Task):
         ),
     )
     cost_unit = "k atom-evaluations"
-    default_budget = 8
-    score_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
-    success_threshold = SUCCESS_SCORE
-    #: a repeat relaxes the same cell and reads the same: nothing to confirm
-    confirm_best = False
     no_impossible_variant = (
         "the answer is one number, so a guess can land inside the tolerance by luck"
     )
@@ -214,15 +205,6 @@ times min(1, {COMPUTE_ALLOWANCE:g} / C), C the thousands of atom-evaluations you
 experiments spent: spend more than {COMPUTE_ALLOWANCE:g} k and the score falls.
 {SUCCESS_SCORE:.3f} or more counts as a success.
 """
-
-    def __init__(
-        self, budget: int | None = None, impossible: bool = False, device: str | None = None
-    ) -> None:
-        if impossible:
-            raise ValueError(f"{self.id} has no impossible variant: {self.no_impossible_variant}")
-        super().__init__(budget)
-        self.device = device
-        self._cache: OrderedDict[VacancyProtocol, VacancyResult] = OrderedDict()
 
     # ---- campaigns -----------------------------------------------------------------
 
@@ -256,16 +238,7 @@ experiments spent: spend more than {COMPUTE_ALLOWANCE:g} k and the score falls.
 
     def measure_protocols(self, protocols: list[VacancyProtocol]) -> list[VacancyResult]:
         """Every protocol's result: cached ones from the cache, the others in one batch."""
-        todo = list(dict.fromkeys(p for p in protocols if p not in self._cache))
-        for p, result in zip(todo, measure_vacancies(todo, device=self.device), strict=True):
-            self._cache[p] = result
-        out = []
-        for p in protocols:
-            self._cache.move_to_end(p)
-            out.append(self._cache[p])
-        while len(self._cache) > CACHE_SIZE:
-            self._cache.popitem(last=False)
-        return out
+        return self.cached(protocols, measure_vacancies)
 
     def simulate(self, experiments, conditions, rngs):  # noqa: D102 (documented on Task)
         protocols = [self.protocol_of(e, c) for e, c in zip(experiments, conditions)]
@@ -296,9 +269,6 @@ experiments spent: spend more than {COMPUTE_ALLOWANCE:g} k and the score falls.
                 [ATOMIC_NUMBERS[s] for s in structure.species], structure.positions, structure.cell
             ),
         )
-
-    def reward(self, measurement: Measurement, conditions: dict[str, Any]) -> float:
-        return 0.0  # the answer is the result
 
     def score_answer(self, answer: VacancyAnswer, conditions, history) -> float:  # noqa: D102
         spent = sum(m.cost for m in history)
