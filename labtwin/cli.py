@@ -242,7 +242,7 @@ def train_command(set_: list[str] | None = None, **options: Any) -> None:
     rows = [
         ("untrained", result.eval_before),
         ("after warm start", result.eval_warm),
-        (f"after {cfg.steps} GRPO steps", result.eval_after),
+        (f"after {cfg.steps} GRPO step{'' if cfg.steps == 1 else 's'}", result.eval_after),
     ]
     for name, ev in rows:
         if ev:
