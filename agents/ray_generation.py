@@ -23,10 +23,11 @@ with the latest synced weights, and the call it was running goes to the new engi
 sampling is a function of the weights, the prompts and the call's seed, so the retried
 block of a seeded call (the trainer seeds every call) gives what the dead engine would
 have given, and the run goes on. Up to ``max_replacements`` replacements per engine
-and call; ``replacements`` lists each (engine index, reason). An exception raised inside an engine (bad arguments) is not a
-death: it is re-raised on the driver, as in one process. With ``timeout_s``, an engine
-that has not answered a call within it (hung: a deadlock, a stopped process) is killed
-and replaced the same way.
+and call; ``replacements`` lists each (engine index, reason). An exception raised inside
+an engine (bad arguments) is not a death: it is re-raised on the driver, as in one
+process. With ``timeout_s``, an engine that has not answered a call within it (hung: a
+deadlock, a stopped process) is killed and replaced the same way; a new engine's start
+has no deadline (a vLLM engine takes minutes).
 """
 
 from __future__ import annotations
@@ -166,10 +167,10 @@ class RayGenerator:
         loaded with the last synced weights, and its call made again there, up to
         ``max_replacements`` times."""
         pending = [call(engine) for call, engine in zip(calls, self.engines)]
-        sent = time.monotonic()
+        submitted = time.monotonic()
         results = []
         for k, (call, ref) in enumerate(zip(calls, pending)):
-            tries = 0
+            tries, sent = 0, submitted  # each call's own clock, restarted on its new engine
             while True:
                 try:
                     if ref is None:

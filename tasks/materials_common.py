@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from labtwin import Measurement, Task
 
+#: an answer inside its tolerance (ellipse) scores at least this
 SUCCESS_SCORE = math.exp(-0.5)
 ATOMIC_NUMBERS = {"Al": 13, "Ni": 28, "Cu": 29, "Pd": 46, "Ag": 47, "Pt": 78, "Au": 79}
 #: protocols kept in the per-process cache of measurements

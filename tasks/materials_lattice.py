@@ -74,7 +74,6 @@ LATTICE_RANGE_A = (3.0, 4.6)
 #: answer tolerances: lattice constant [Å] and relative bulk modulus
 LATTICE_TOLERANCE_A = 0.002
 BULK_TOLERANCE = 0.02
-#: an answer inside the tolerance ellipse scores at least this
 
 
 def answer_score(
