@@ -29,6 +29,8 @@ HELP = (
 )
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP)
 console = Console()
+#: terminal columns from which ``labtwin tasks`` also lists each lab's knobs
+TASKS_KNOBS_WIDTH = 110
 
 
 @app.command("tasks")
@@ -52,18 +54,26 @@ def tasks_command(
     if as_json:
         print(json.dumps(rows, indent=2))
         return
-    table = Table(title="labtwin labs")
+    # in a narrow terminal the knob names squeeze the summaries into columns a word wide
+    wide = console.width >= TASKS_KNOBS_WIDTH
+    table = Table(
+        title="labtwin labs",
+        caption=None if wide else "each lab's knobs: labtwin describe <id>",
+    )
     table.add_column("id", no_wrap=True)
-    for col in ("summary", "experiment", "budget", "answer"):
+    columns = (
+        ["summary", "experiment", "budget", "answer"] if wide else ["summary", "budget", "answer"]
+    )
+    for col in columns:
         table.add_column(col)
     for r in rows:
-        table.add_row(
-            r["id"],
-            r["summary"],
-            ", ".join(r["experiment"]),
-            str(r["budget"]),
-            "yes" if r["final_answer"] else "",
-        )
+        cells = {
+            "summary": r["summary"],
+            "experiment": ", ".join(r["experiment"]),
+            "budget": str(r["budget"]),
+            "answer": "yes" if r["final_answer"] else "",
+        }
+        table.add_row(r["id"], *(cells[c] for c in columns))
     console.print(table)
 
 

@@ -49,6 +49,26 @@ def test_every_lab_summary_is_one_plain_sentence() -> None:
         assert "module doc" not in summary, row["id"]
 
 
+def test_tasks_table_fits_a_narrow_terminal() -> None:
+    """At 80 columns ``labtwin tasks`` leaves out the knob names (they squeezed each summary
+    into a column a word or two wide) and says where to find them; from 110 it lists them."""
+    import os
+    import subprocess
+    import sys
+
+    def table(columns: int) -> str:
+        env = {**os.environ, "COLUMNS": str(columns)}
+        command = [sys.executable, "-c", "from labtwin.cli import main; main()", "tasks"]
+        return subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+
+    narrow, wide = table(80), table(160)
+    assert max(map(len, narrow.splitlines())) <= 80
+    assert "┃ experiment" not in narrow and "catalyst_mol_pct" not in narrow
+    assert "labtwin describe <id>" in narrow
+    assert "┃ experiment" in wide and "catalyst_mol_pct" in wide
+    assert narrow.count("labtwin/") == len(labtwin.list_tasks())  # one row a lab
+
+
 def test_describe_shows_schema_and_reward() -> None:
     result = runner.invoke(app, ["describe", "BatchReactor-v1", "--json"])
     info = json.loads(result.output)
