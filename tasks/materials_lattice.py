@@ -1,8 +1,12 @@
-"""Lattice constant and bulk modulus of an EMT crystal from a few evaluations (LatticeConstant-v0).
+"""Lattice constant and bulk modulus of an EMT crystal from a few evaluations (LatticeConstant-v1).
 
 The physics (:mod:`labtwin.simulators.materials.bulk`): each campaign draws a crystal, one of
 the seven fcc EMT metals (Al, Cu, Ag, Au, Ni, Pd, Pt) or an L1_2 ordered alloy (Cu3Au, Ni3Al,
-Cu3Pt, Ni3Pt), and says which. An experiment evaluates the 4-atom cubic conventional cell at
+Cu3Pt, Ni3Pt), and says which, and hidden factors that scale every length (0.96-1.04) and
+every energy (0.8-1.2) of that crystal's EMT model for the campaign (corresponding states,
+exact: :mod:`labtwin.tasks.materials_common`), so that the answer is not in a table: v0
+measured the named crystal itself, and answering its published a0 and B without an
+experiment scored 1. An experiment evaluates the 4-atom cubic conventional cell at
 a chosen lattice constant with the batched Warp EMT engine (float64, asap's cutoff
 convention; every experiment of a step in one launch) and reports the energy per atom, the
 pressure (from the analytic stress) and the volume per atom. The atoms sit on sites fixed by
@@ -16,8 +20,10 @@ interpolates P(a) = 0 between the two readings nearest zero pressure.
 
 The answer, the lattice constant a0 (Å) and the bulk modulus B (GPa), is scored against the
 lab's converged reference: a Birch-Murnaghan fit of 41 energies within ±0.25 % of the
-zero-pressure lattice constant (the root of the analytic pressure), where the fit agrees with
-that root to 1e-7 Å and with -V dP/dV to 0.03 % (tests). The score is
+named crystal's zero-pressure lattice constant (the root of the analytic pressure), where
+the fit agrees with that root to 1e-7 Å and with -V dP/dV to 0.03 % (tests), scaled to the
+campaign's material (a0 times the length factor, B times the energy factor over its cube).
+The score is
 
     exp(-((a - a0) / 0.002 Å)^2 / 2 - ((B - B0) / (0.02 B0))^2 / 2),
 
@@ -30,11 +36,14 @@ measurements; E(V) of Al and the alloys departs from the Birch-Murnaghan form be
 ±0.5 % (Al's fitted B falls 5 % with points spread over ±5 %), so a good answer also needs
 points close to the minimum, or the pressure.
 
-Baselines (one campaign per crystal, budget 8, scripted in ``tests/materials``): answering
-the closed-form guess from EMT's parameters (Vegard's law for the alloys) without any
-experiment succeeds for 0 of the 11 crystals (mean score 0.00); seven random lattice
-constants in the offered range, fitted with the tool, 0 (0.07); seven evenly spaced points
-over ±5 % of the guess, fitted with the tool, 8 (0.78: Al and two alloys fail on B);
+Baselines (one campaign per crystal, budget 8, each on a drawn hidden material, scripted in
+``tests/materials``): answering the named crystal's own a0 and B (the v0 exploit, no
+experiment) succeeds for 0 of the 11 crystals (mean score 0.00; 11 and 1.00 on v0); the
+closed-form guess from EMT's parameters (Vegard's law for the alloys) without any
+experiment, 0 (0.00); seven random lattice constants in the offered range, fitted with the
+tool, 0 (0.05); seven evenly spaced points over ±5 % of the guess, fitted with the tool, 7
+(0.68: Al and Ni3Al, whose E(V) leaves the Birch-Murnaghan form, and Ni and Ni3Pt, whose a0
+the length factor puts at the grid's lower edge, fail);
 Newton steps on the pressure from the guess, then B = -V dP/dV from two readings 0.1 %
 either side of the root, 11 (1.00).
 
@@ -63,13 +72,19 @@ from labtwin.simulators.materials.bulk import (
     reference_equation_of_state,
 )
 from labtwin.simulators.materials.emt_warp import default_device
-from labtwin.structures import structure_artifacts
 from labtwin.task import AnalysisTool, package_versions
-from labtwin.tasks.materials_common import ATOMIC_NUMBERS, SUCCESS_SCORE, AnswerLab
+from labtwin.tasks.materials_common import (
+    HIDDEN_MATERIAL,
+    SUCCESS_SCORE,
+    AnswerLab,
+    draw_scales,
+    scales_of,
+)
 
 #: the crystals a campaign may draw, in the order of ``crystal_index``
 CRYSTALS: tuple[str, ...] = tuple(CUBIC_CRYSTALS)
-#: lattice constants an experiment may ask for [Å]: every crystal's a0 ± 10 % and more
+#: lattice constants an experiment may ask for [Å]: every crystal's a0 ± 10 % and more, at
+#: every length factor (Ni at 0.96: 3.02 Å less 10 %; Al at 1.04: 4.15 Å plus 10 %)
 LATTICE_RANGE_A = (3.0, 4.6)
 #: answer tolerances: lattice constant [Å] and relative bulk modulus
 LATTICE_TOLERANCE_A = 0.002
@@ -171,7 +186,7 @@ class LatticeConstant(AnswerLab):
     The lab's physics, score and guards are in the module docstring.
     """
 
-    id = "LatticeConstant-v0"
+    id = "LatticeConstant-v1"
     experiment_model = LatticePoint
     answer_model = LatticeAnswer
     observables = (
@@ -202,14 +217,15 @@ class LatticeConstant(AnswerLab):
     brief = f"""
 You measure a crystal with Effective Medium Theory (EMT). Each campaign's crystal is one of
 the fcc metals Al, Cu, Ag, Au, Ni, Pd, Pt or the L1_2 ordered alloys Cu3Au, Ni3Al, Cu3Pt,
-Ni3Pt; you are told which. Each experiment evaluates its 4-atom cubic conventional cell at
+Ni3Pt; you are told which. {HIDDEN_MATERIAL} Each experiment evaluates its 4-atom cubic
+conventional cell at
 the lattice constant you choose ({LATTICE_RANGE_A[0]:g}-{LATTICE_RANGE_A[1]:g} Å) and reports
 the energy per atom (eV), the pressure (GPa, positive when compressed) and the volume per
 atom (Å^3). Numbers are exact for the model: a repeat reads the same. The tool
 fit_equation_of_state fits a Birch-Murnaghan equation of state to your readings so far and
 interpolates where the pressure vanishes; it costs no experiment. Submit the equilibrium
-lattice constant a0 (Å) and bulk modulus B (GPa) of the crystal in EMT (not of the real
-metal; EMT differs from experiment); submitting uses one experiment of the budget. The
+lattice constant a0 (Å) and bulk modulus B (GPa) of the campaign's material (not of the
+real metal; EMT differs from experiment); submitting uses one experiment of the budget. The
 answer scores exp(-((a - a0) / {LATTICE_TOLERANCE_A:g} Å)^2 / 2 - ((B - B0) /
 ({BULK_TOLERANCE * 100:g} % of B0))^2 / 2); {SUCCESS_SCORE:.3f} or more counts as a success.
 B is the curvature at the minimum: points far from a0 bias a fitted B. Each experiment
@@ -218,35 +234,44 @@ costs 4 atom-evaluations.
 
     # ---- campaigns -----------------------------------------------------------------
 
-    def conditions_of(self, crystal: str) -> dict[str, Any]:
-        """The campaign state of ``crystal``: its name and index (public) and the converged
-        reference a0 and B (hidden), so that a record re-scores from its conditions alone."""
+    def conditions_of(
+        self, crystal: str, length_scale: float = 1.0, energy_scale: float = 1.0
+    ) -> dict[str, Any]:
+        """The campaign state of ``crystal`` scaled by ``length_scale`` and ``energy_scale``:
+        its name and index (public), the factors and the converged reference a0 and B of
+        the scaled material (hidden), so that a record re-scores from its conditions alone."""
         reference = reference_equation_of_state(crystal)
         return {
             "crystal": crystal,
             "crystal_index": CRYSTALS.index(crystal),
-            "reference_lattice_constant_A": reference.lattice_constant_A,
-            "reference_bulk_modulus_GPa": reference.bulk_modulus_GPa,
+            "length_scale": float(length_scale),
+            "energy_scale": float(energy_scale),
+            "reference_lattice_constant_A": reference.lattice_constant_A * length_scale,
+            "reference_bulk_modulus_GPa": reference.bulk_modulus_GPa
+            * energy_scale
+            / length_scale**3,
         }
 
     def nominal_conditions(self) -> dict[str, Any]:
         return self.conditions_of("Cu")
 
     def sample_conditions(self, rng: np.random.Generator) -> dict[str, Any]:
-        return self.conditions_of(CRYSTALS[int(rng.integers(len(CRYSTALS)))])
+        crystal = CRYSTALS[int(rng.integers(len(CRYSTALS)))]
+        return self.conditions_of(crystal, **draw_scales(rng))
 
     def describe_conditions(self, conditions: dict[str, Any]) -> str:
         name = conditions["crystal"]
         return (
             f"The crystal: {crystal_description(name)} (crystal_index "
-            f"{conditions['crystal_index']} of {len(CRYSTALS)})."
+            f"{conditions['crystal_index']} of {len(CRYSTALS)}), its lengths and energies "
+            "scaled by this campaign's hidden factors."
         )
 
     # ---- the lab -------------------------------------------------------------------
 
     def simulate(self, experiments, conditions, rngs):  # noqa: D102 (documented on Task)
         names = [c["crystal"] for c in conditions]
-        a = [e.lattice_constant_A for e in experiments]
+        a = [self.unscaled_length(e.lattice_constant_A, c) for e, c in zip(experiments, conditions)]
         points = evaluate_lattice_constants(names, a, device=self.device)
         provenance = {
             "simulator": "labtwin.simulators.materials.emt_warp (EMT, asap cutoff, float64)",
@@ -256,18 +281,24 @@ costs 4 atom-evaluations.
         out = []
         for i, name in enumerate(names):
             cell = cubic_cell(name, a[i])
+            length, energy = scales_of(conditions[i])
+            volume = float(points.volume_per_atom_A3[i]) * length**3
             out.append(
                 Measurement(
                     "ok",
                     {
-                        "energy_per_atom_eV": Value(float(points.energy_per_atom_eV[i]), "eV/atom"),
-                        "pressure_GPa": Value(float(points.pressure_GPa[i]), "GPa"),
-                        "volume_per_atom_A3": Value(float(points.volume_per_atom_A3[i]), "Å^3"),
+                        "energy_per_atom_eV": Value(
+                            float(points.energy_per_atom_eV[i]) * energy, "eV/atom"
+                        ),
+                        "pressure_GPa": Value(
+                            float(points.pressure_GPa[i]) * energy / length**3, "GPa"
+                        ),
+                        "volume_per_atom_A3": Value(volume, "Å^3"),
                     },
                     cost=float(points.n_atoms[i]),
                     provenance={**provenance, "crystal": name},
-                    artifacts=structure_artifacts(
-                        [ATOMIC_NUMBERS[s] for s in cell.species], cell.positions, cell.cell
+                    artifacts=self.structure_artifacts_of(
+                        cell.species, cell.positions, cell.cell, conditions[i]
                     ),
                 )
             )

@@ -194,7 +194,7 @@ def synthesis():
 
 
 def lattice():
-    task = labtwin.load_task("LatticeConstant-v0")
+    task = labtwin.load_task("LatticeConstant-v1")
     c = {"crystal": "Cu", "crystal_index": 1, "reference_lattice_constant_A": 3.59,
          "reference_bulk_modulus_GPa": 135.0}  # fmt: skip
     # exp(-(da / 0.002 A)^2 / 2 - (dB / (2 % of B0))^2 / 2) >= exp(-1/2): inside the ellipse
@@ -210,7 +210,7 @@ def lattice():
 
 
 def vacancy():
-    task = labtwin.load_task("VacancyFormation-v0")
+    task = labtwin.load_task("VacancyFormation-v1")
     c = task.conditions_of("Cu")
     e_v = c["reference_formation_energy_eV"]
     # within 2 meV (one tolerance), and no more than 30 k atom-evaluations spent before it
@@ -223,7 +223,7 @@ def vacancy():
 
 
 def surface():
-    task = labtwin.load_task("SurfaceEnergy-v0")
+    task = labtwin.load_task("SurfaceEnergy-v1")
     c = task.conditions_of("Pt", (1, 1, 0))
     g = c["reference_surface_energy_J_m2"]
     # within 0.5 mJ/m^2 (one tolerance), and no more than 2 k atom-evaluations spent before it
@@ -236,9 +236,9 @@ def surface():
 
 
 CASES: dict[str, Callable] = {
-    "LatticeConstant-v0": lattice,
-    "VacancyFormation-v0": vacancy,
-    "SurfaceEnergy-v0": surface,
+    "LatticeConstant-v1": lattice,
+    "VacancyFormation-v1": vacancy,
+    "SurfaceEnergy-v1": surface,
     "BatchReactor-v1": lambda: reactor("BatchReactor-v1"),
     "ReactorProtocol-v1": lambda: reactor("ReactorProtocol-v1"),
     "ArrheniusFit-v1": arrhenius,

@@ -1,5 +1,6 @@
-"""LatticeConstant-v0: the reference against ASE, scoring and success, invalid input, the
-analysis tool and the scripted baselines (the lab's contract is checked for every registered
+"""LatticeConstant-v1: the reference against ASE, the hidden material (scaled exactly; the
+memorised v0 answers fail), scoring and success, invalid input, the analysis tool and the
+scripted baselines (the lab's contract is checked for every registered
 lab in tests/core/test_check_lab.py).
 
 Tolerances (named once, here):
@@ -39,6 +40,11 @@ from labtwin.simulators.materials.bulk import (
     zero_pressure_lattice_constant,
 )
 from labtwin.simulators.materials.eos import EV_PER_A3_IN_GPA
+from labtwin.tasks.materials_common import (
+    ENERGY_SCALE_RANGE,
+    LENGTH_SCALE_RANGE,
+    draw_scales,
+)
 from labtwin.tasks.materials_lattice import (
     BULK_TOLERANCE,
     CRYSTALS,
@@ -48,7 +54,7 @@ from labtwin.tasks.materials_lattice import (
     answer_score,
 )
 
-LAB = "LatticeConstant-v0"
+LAB = "LatticeConstant-v1"
 E_EV_ATOM = 1e-11
 FIT_A, FIT_B = 1e-7, 1e-5
 ROOT_A, SLOPE_B = 1e-5, 1e-3
@@ -139,6 +145,75 @@ def test_a_measurement_reads_the_cell_at_the_chosen_lattice_constant(task) -> No
     # a batch is one evaluation: each experiment reads as if alone, to the last bit
     (alone,) = task.measure([{"lattice_constant_A": 3.75}], conditions=conditions)
     assert alone.observables == high.observables
+
+
+def test_a_campaign_measures_the_named_crystal_scaled_exactly(task) -> None:
+    """Corresponding states: at hidden factors (1.03, 0.85) the lab reads the named crystal at
+    a / 1.03, with energies times 0.85, pressures times 0.85 / 1.03^3, volumes and the cell
+    times 1.03^3 and 1.03 (rel 1e-12: one or two roundings of a float64 product), and its
+    reference a0 and B scale the same way."""
+    scaled = task.conditions_of("Cu3Au", 1.03, 0.85)
+    plain = task.conditions_of("Cu3Au")
+    a = 3.79
+    (m,) = task.measure([{"lattice_constant_A": a}], conditions=scaled)
+    (ref,) = task.measure([{"lattice_constant_A": a / 1.03}], conditions=plain)
+    assert m["energy_per_atom_eV"] == pytest.approx(0.85 * ref["energy_per_atom_eV"], rel=1e-12)
+    assert m["pressure_GPa"] == pytest.approx(0.85 / 1.03**3 * ref["pressure_GPa"], rel=1e-12)
+    assert m["volume_per_atom_A3"] == pytest.approx(a**3 / 4, rel=1e-12)
+    assert m.artifacts["structure_cell"] == pytest.approx(a * np.eye(3), rel=1e-12)
+    assert m.artifacts["structure_positions"] == pytest.approx(
+        1.03 * np.asarray(ref.artifacts["structure_positions"]), rel=1e-12
+    )
+    assert m.cost == ref.cost
+    assert scaled["reference_lattice_constant_A"] == pytest.approx(
+        1.03 * plain["reference_lattice_constant_A"], rel=1e-15
+    )
+    assert scaled["reference_bulk_modulus_GPa"] == pytest.approx(
+        0.85 / 1.03**3 * plain["reference_bulk_modulus_GPa"], rel=1e-15
+    )
+    # the scaled reference is the zero of the scaled material's pressure
+    (zero,) = task.measure(
+        [{"lattice_constant_A": scaled["reference_lattice_constant_A"]}], conditions=scaled
+    )
+    assert abs(zero["pressure_GPa"]) < 1e-4
+
+
+def test_sampled_campaigns_hide_the_material() -> None:
+    """Every sampled campaign has factors inside the stated ranges, and they vary."""
+    task = labtwin.load_task(LAB)
+    drawn = [task.sample_conditions(np.random.default_rng(seed)) for seed in range(200)]
+    lengths = np.array([c["length_scale"] for c in drawn])
+    energies = np.array([c["energy_scale"] for c in drawn])
+    assert LENGTH_SCALE_RANGE[0] <= lengths.min() and lengths.max() <= LENGTH_SCALE_RANGE[1]
+    assert ENERGY_SCALE_RANGE[0] <= energies.min() and energies.max() <= ENERGY_SCALE_RANGE[1]
+    assert lengths.std() > 0.015 and energies.std() > 0.08  # uniform: 0.023 and 0.115
+    assert "length_scale" not in task.describe_conditions(drawn[0])
+
+
+def test_the_memorised_table_answer_fails_on_hidden_materials(task) -> None:
+    """The v0 exploit: answering the named crystal's published a0 and B with no experiment
+    scored 1 on every campaign. On 200 sampled campaigns it succeeds at most twice: a0 spreads
+    over ±4 % (±140 mÅ) against a 2 mÅ tolerance, so a lucky draw needs the length factor
+    within 1 ± 0.0006 (1.4 % of draws) and the energy factor within 2 % of 1 too (10 %), 0.3
+    successes expected."""
+    successes = 0
+    for seed in range(200):
+        conditions = task.sample_conditions(np.random.default_rng(seed))
+        table = reference_equation_of_state(conditions["crystal"])
+        answer = task.parse_answer(
+            {
+                "lattice_constant_A": table.lattice_constant_A,
+                "bulk_modulus_GPa": table.bulk_modulus_GPa,
+            }
+        )
+        successes += task.score_answer(answer, conditions, []) >= SUCCESS_SCORE
+    assert successes <= 2
+    plain = task.conditions_of("Cu")  # what v0 measured: the table answer is exact
+    table = reference_equation_of_state("Cu")
+    exact = task.parse_answer(
+        {"lattice_constant_A": table.lattice_constant_A, "bulk_modulus_GPa": table.bulk_modulus_GPa}
+    )
+    assert task.score_answer(exact, plain, []) == 1.0
 
 
 def test_answer_score_and_its_tolerance() -> None:
@@ -283,6 +358,13 @@ def parse_note(note: str) -> tuple[tuple[float, float] | None, tuple[float, floa
     )
 
 
+def memorised(crystal, step, rng):
+    """The v0 exploit: the named crystal's own a0 and B (the published table), no experiment."""
+    table = reference_equation_of_state(crystal)
+    step(Answer({"lattice_constant_A": table.lattice_constant_A,
+                 "bulk_modulus_GPa": table.bulk_modulus_GPa}))  # fmt: skip
+
+
 def blind(crystal, step, rng):
     a, b = guess(crystal)
     step(Answer({"lattice_constant_A": a, "bulk_modulus_GPa": b}))
@@ -319,19 +401,20 @@ def pressure_guided(crystal, step, rng):
     step(Answer({"lattice_constant_A": a_root, "bulk_modulus_GPa": b}))
 
 
-BASELINES = {"blind": blind, "wide_grid": wide_grid, "random": random_points,
+BASELINES = {"memorised": memorised, "blind": blind, "wide_grid": wide_grid, "random": random_points,
              "pressure": pressure_guided}  # fmt: skip
 #: successes out of the 11 crystals and mean score (docs/materials.md, the lab's docstring);
 #: exact: the lab is deterministic and the random baseline seeded
-REFERENCE_FIGURES = {"blind": (0, 0.00), "wide_grid": (8, 0.78), "random": (0, 0.07),
-                     "pressure": (11, 1.00)}  # fmt: skip
+REFERENCE_FIGURES = {"memorised": (0, 0.00), "blind": (0, 0.00), "wide_grid": (7, 0.68),
+                     "random": (0, 0.05), "pressure": (11, 1.00)}  # fmt: skip
 
 
 def run_baseline(task, name: str) -> tuple[int, float]:
     successes, scores = 0, []
     for k, crystal in enumerate(CRYSTALS):
         batch = CampaignBatch(task, 1)
-        (campaign,) = batch.reset([0], [k], conditions=[task.conditions_of(crystal)])
+        hidden = draw_scales(np.random.default_rng(1000 + k))  # the campaign's material
+        (campaign,) = batch.reset([0], [k], conditions=[task.conditions_of(crystal, **hidden)])
         rng = np.random.default_rng(k)
 
         def step(proposal, batch=batch):
@@ -348,10 +431,11 @@ def run_baseline(task, name: str) -> tuple[int, float]:
 
 @pytest.mark.parametrize("name", list(BASELINES))
 def test_baseline_reference_figures(task, name) -> None:
-    """One campaign per crystal (budget 8): the closed-form guess alone never succeeds; seven
-    points over ±5 % fitted by the tool succeed on the pure metals but Al (whose E(V) leaves
-    the Birch-Murnaghan form) and on one alloy; random lattice constants never; Newton steps
-    on the pressure always."""
+    """One campaign per crystal (budget 8), each on its drawn hidden material: the published
+    table (v0's answers) and the closed-form guess alone never succeed; seven points over
+    ±5 % of the guess fitted by the tool succeed on 7 (Al's and Ni3Al's E(V) leave the
+    Birch-Murnaghan form; the length factor puts Ni's and Ni3Pt's a0 at the grid's edge); random
+    lattice constants never; Newton steps on the pressure always."""
     successes, mean = run_baseline(task, name)
     expected_successes, expected_mean = REFERENCE_FIGURES[name]
     assert successes == expected_successes and mean == pytest.approx(expected_mean, abs=0.006)

@@ -1,7 +1,8 @@
-"""SurfaceEnergy-v0: the physics against ASE (FIRE with held interior planes, thin gaps),
-what a measurement reports, the shipped references, scoring and success, invalid input and
-the scripted baselines (the lab's contract is checked for every registered lab in
-tests/core/test_check_lab.py).
+"""SurfaceEnergy-v1: the physics against ASE (FIRE with held interior planes, thin gaps),
+what a measurement reports, the hidden material (scaled exactly; the memorised v0 answers
+fail), the shipped references, scoring and success, invalid input and the scripted
+baselines, each on its campaign's hidden material (the lab's contract is checked for every
+registered lab in tests/core/test_check_lab.py).
 
 Tolerances (named once, here):
 
@@ -10,7 +11,9 @@ Tolerances (named once, here):
   points below fmax, which moves the energy by about N fmax^2 / k ~ 1e-7 eV, 1e-8 eV/Å^2;
   asserted at 1e-6 J/m^2 (as in test_surface.py); held atoms do not move at all (exact);
 - unrelaxed slabs against ASE's EMT: the same float64 closed form, 1e-11 eV/atom;
-- the shipped references against a recomputation: written to 6 decimals, 1e-6 J/m^2.
+- the shipped references against a recomputation: written to 6 decimals, 1e-6 J/m^2;
+- a scaled campaign against the named facet's model (the same relaxation, its readings
+  multiplied by the factors): 1e-12 relative, one or two roundings of a float64 product.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from labtwin.simulators.materials.surface import (
 )
 from labtwin.simulators.materials.vacancy import bulk_reference
 from labtwin.structures import read_structure
+from labtwin.tasks.materials_common import ENERGY_SCALE_RANGE, LENGTH_SCALE_RANGE, draw_scales
 from labtwin.tasks.materials_surface import (
     BASELINE_FIGURES,
     COMPUTE_ALLOWANCE,
@@ -44,10 +48,11 @@ from labtwin.tasks.materials_surface import (
     surface_score,
 )
 
-LAB = "SurfaceEnergy-v0"
+LAB = "SurfaceEnergy-v1"
 ASE_J_M2 = 1e-6
 ASE_EV_ATOM = 1e-11
 SHIPPED_J_M2 = 1e-6
+SCALED_REL = 1e-12
 RUN = {"layers": 8, "vacuum_A": 14.0, "relax_layers": 12, "fmax_eV_A": 1e-3, "max_steps": 1000}
 
 
@@ -142,6 +147,92 @@ def test_a_measurement_reports_gamma_and_its_convergence(task) -> None:
     # a relaxation cut short is still a reading, reported not converged
     (short,) = task.measure([{**RUN, "layers": 6, "max_steps": 5}], conditions=c)
     assert short.ok and short["converged"] == 0 and short["max_force_eV_A"] > 1e-3
+
+
+def test_a_campaign_measures_the_named_facet_scaled_exactly(task) -> None:
+    """Corresponding states: at hidden factors (1.03, 0.85) a protocol at gap v and force
+    tolerance f reads the named facet's model at gap v / 1.03 and tolerance f 1.03 / 0.85 (the
+    same relaxation: steps, convergence and cost), with gamma, its change and the unrelaxed
+    gamma times 0.85 / 1.03^2, forces times 0.85 / 1.03 and the slab times 1.03; the
+    reference gamma scales as gamma does."""
+    scaled = task.conditions_of("Pt", (1, 1, 0), 1.03, 0.85)
+    plain = task.conditions_of("Pt", (1, 1, 0))
+    run = {**RUN, "layers": 6, "relax_layers": 2, "vacuum_A": 12.0, "fmax_eV_A": 2e-3}
+    (m,) = task.measure([run], conditions=scaled)
+    (ref,) = task.measure(
+        [{**run, "vacuum_A": 12.0 / 1.03, "fmax_eV_A": 2e-3 * 1.03 / 0.85}], conditions=plain
+    )
+    assert m.ok and ref.ok and m["relax_steps"] > 0
+    per_area = 0.85 / 1.03**2
+    for name in ("surface_energy_J_m2", "thickness_change_J_m2", "unrelaxed_surface_energy_J_m2"):
+        assert m[name] == pytest.approx(per_area * ref[name], rel=SCALED_REL), name
+    assert m["max_force_eV_A"] == pytest.approx(0.85 / 1.03 * ref["max_force_eV_A"], rel=SCALED_REL)
+    for name in ("relax_steps", "converged", "n_atoms"):
+        assert m[name] == ref[name], name
+    assert m.cost == ref.cost
+    for name in ("structure_positions", "structure_cell"):
+        assert np.asarray(m.artifacts[name]) == pytest.approx(
+            1.03 * np.asarray(ref.artifacts[name]), rel=SCALED_REL
+        ), name
+    assert m.provenance["surface_energy_eV_A2"] == pytest.approx(
+        m["surface_energy_J_m2"] / EV_PER_A2_IN_J_M2, rel=SCALED_REL
+    )
+    assert scaled["reference_surface_energy_J_m2"] == pytest.approx(
+        per_area * REFERENCE_J_M2[("Pt", (1, 1, 0))], rel=1e-15
+    )
+
+
+def test_every_gap_offered_runs_at_every_length_factor(task) -> None:
+    """The knob's smallest gap (MIN_VACUUM_A, in the campaign's lengths) is MIN_VACUUM_A over
+    the length factor in the named metal's, below the named metal's own minimum when the
+    factor exceeds 1: the lab lowers the simulator's minimum with it, so that the gap runs
+    (and which gaps run says nothing of the factor). It reads the slab feeling its image."""
+    for length_scale in LENGTH_SCALE_RANGE:
+        c = task.conditions_of("Ag", (1, 1, 1), length_scale, 1.0)
+        unrelaxed = {**RUN, "relax_layers": 0, "max_steps": 0}
+        thin, wide = task.measure(
+            [{**unrelaxed, "vacuum_A": v} for v in (MIN_VACUUM_A, 14.0)], conditions=c
+        )
+        assert thin.ok, thin.reason
+        assert thin["surface_energy_J_m2"] < wide["surface_energy_J_m2"] - 0.01
+
+
+def test_sampled_campaigns_hide_the_material(task) -> None:
+    """Every sampled campaign has factors inside the stated ranges, and they vary; the metal
+    and facet are drawn as in v0 (first, from the same generator) and the description keeps
+    the factors to itself."""
+    drawn = [task.sample_conditions(np.random.default_rng(seed)) for seed in range(200)]
+    lengths = np.array([c["length_scale"] for c in drawn])
+    energies = np.array([c["energy_scale"] for c in drawn])
+    assert LENGTH_SCALE_RANGE[0] <= lengths.min() and lengths.max() <= LENGTH_SCALE_RANGE[1]
+    assert ENERGY_SCALE_RANGE[0] <= energies.min() and energies.max() <= ENERGY_SCALE_RANGE[1]
+    assert lengths.std() > 0.015 and energies.std() > 0.08  # uniform: 0.023 and 0.115
+    rng = np.random.default_rng(7)
+    metal, facet = METALS[int(rng.integers(len(METALS)))], int(rng.integers(len(FACETS)))
+    c = task.sample_conditions(np.random.default_rng(7))
+    assert (c["metal"], c["facet_index"]) == (metal, facet)
+    told = task.describe_conditions(c)
+    assert "length_scale" not in told and str(c["length_scale"]) not in told
+
+
+def test_the_memorised_table_answer_fails_on_hidden_materials(task) -> None:
+    """The v0 exploit: answering the named facet's published gamma (REFERENCE_J_M2) with no
+    experiment scored 1 on every campaign (no compute spent, so no compute penalty). On 200
+    sampled campaigns it succeeds at most twice (1 %): gamma scales by energy_scale /
+    length_scale^2, which spreads over -26 % to +30 % (median 10 % off 1) against a
+    tolerance of 0.5 mJ/m^2, 0.03-0.1 % of gamma (0.51-1.95 J/m^2), so a lucky draw needs
+    the ratio within 1 ± 0.001 at best: 0.3 % of draws, 0.65 successes expected (none
+    measured)."""
+    successes = 0
+    for seed in range(200):
+        conditions = task.sample_conditions(np.random.default_rng(seed))
+        table = REFERENCE_J_M2[(conditions["metal"], FACETS[conditions["facet_index"]])]
+        answer = task.parse_answer({"surface_energy_J_m2": table})
+        successes += task.score_answer(answer, conditions, []) >= SUCCESS_SCORE
+    assert successes <= 2
+    plain = task.conditions_of("Au", (1, 1, 1))  # what v0 measured: the table answer is exact
+    exact = task.parse_answer({"surface_energy_J_m2": REFERENCE_J_M2[("Au", (1, 1, 1))]})
+    assert task.score_answer(exact, plain, []) == 1.0
 
 
 def test_shipped_reference_recomputes_for_the_slowest_facet() -> None:
@@ -295,7 +386,9 @@ def run_baseline(task, name: str) -> tuple[int, float]:
     successes, scores = 0, []
     for k, (metal, miller) in enumerate((m, f) for m in METALS for f in FACETS):
         batch = CampaignBatch(task, 1)
-        (campaign,) = batch.reset([0], [k], conditions=[task.conditions_of(metal, miller)])
+        hidden = draw_scales(np.random.default_rng(1000 + k))  # the campaign's material
+        conditions = task.conditions_of(metal, miller, **hidden)
+        (campaign,) = batch.reset([0], [k], conditions=[conditions])
         rng = np.random.default_rng(k)
 
         def step(proposal, batch=batch):
@@ -315,7 +408,8 @@ def run_baseline(task, name: str) -> tuple[int, float]:
     [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_BASELINES else n for n in BASELINES],
 )
 def test_baseline_reference_figures(task, name) -> None:
-    """One campaign per metal and facet (21): the figures in the lab's docstring."""
+    """One campaign per metal and facet (21), each on its drawn hidden material (the knobs in
+    its lengths and forces): the figures in the lab's docstring, the successes of v0's."""
     successes, mean = run_baseline(task, name)
     expected_successes, expected_mean = BASELINE_FIGURES[name]
     assert successes == expected_successes and mean == pytest.approx(expected_mean, abs=0.001)

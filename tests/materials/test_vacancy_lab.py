@@ -1,7 +1,7 @@
-"""VacancyFormation-v0: the physics (finite-size convergence, ASE's FIRE on the same cells,
-the shipped reference), what a measurement reports, scoring and success, invalid input and
-the scripted baselines (the lab's contract is checked for every registered lab in
-tests/core/test_check_lab.py).
+"""VacancyFormation-v1: the physics (finite-size convergence, ASE's FIRE on the same cells,
+the shipped reference), what a measurement reports, the hidden material (scaled exactly; the
+memorised v0 answers fail), scoring and success, invalid input and the scripted baselines
+(the lab's contract is checked for every registered lab in tests/core/test_check_lab.py).
 
 Tolerances (named once, here):
 
@@ -10,7 +10,10 @@ Tolerances (named once, here):
   different points below fmax, which moves the energy by about N fmax^2 / k ~ 1e-7 eV;
   asserted at 2e-6 eV (ASE's EMT evaluates the same float64 closed form, 1e-11 eV/atom);
 - the shipped dilute-limit references against a recomputation: written to 6 decimals, so
-  1e-6 eV; the two cell modes extrapolate to the same value within 1e-5 eV (measured 3e-6).
+  1e-6 eV; the two cell modes extrapolate to the same value within 1e-5 eV (measured 3e-6);
+- a campaign at hidden factors against the named metal's measurement at the corresponding
+  force tolerance: the same relaxation, its numbers multiplied by the factors, so 1e-12
+  relative (one or two roundings of a float64 product).
 """
 
 from __future__ import annotations
@@ -30,6 +33,11 @@ from labtwin.simulators.materials.vacancy import (
     measure_vacancies,
     vacancy_cell,
 )
+from labtwin.tasks.materials_common import (
+    ENERGY_SCALE_RANGE,
+    LENGTH_SCALE_RANGE,
+    draw_scales,
+)
 from labtwin.tasks.materials_vacancy import (
     COMPUTE_ALLOWANCE,
     ENERGY_TOLERANCE_EV,
@@ -39,10 +47,11 @@ from labtwin.tasks.materials_vacancy import (
     vacancy_score,
 )
 
-LAB = "VacancyFormation-v0"
+LAB = "VacancyFormation-v1"
 ASE_EV = 2e-6
 SHIPPED_EV = 1e-6
 MODES_EV = 1e-5
+SCALED_REL = 1e-12
 RUN = {"repeats": 3, "fmax_eV_A": 1e-3, "max_steps": 500, "cell": "relaxed"}
 
 
@@ -159,6 +168,86 @@ def test_batched_protocols_read_as_if_alone() -> None:
         assert (alone.relax_steps, alone.max_force_eV_A) == (r.relax_steps, r.max_force_eV_A)
         assert np.array_equal(alone.structure.positions, r.structure.positions)
     assert together[1].relax_steps == 25 and not together[1].converged  # its own step limit
+
+
+@pytest.mark.parametrize("cell", ["fixed", "relaxed"])
+def test_a_campaign_measures_the_named_metal_scaled_exactly(task, cell) -> None:
+    """Corresponding states: at hidden factors (1.03, 0.85) a protocol at fmax f reads the
+    named metal's protocol at f * 1.03 / 0.85 (forces scale as energy over length), with
+    formation energies times 0.85, the residual force times 0.85 / 1.03, the pressure times
+    0.85 / 1.03^3 and the relaxed cell's positions and cell times 1.03; steps, convergence,
+    atoms and cost are the named metal's, and the reference E_v scales as the energies."""
+    length, energy = 1.03, 0.85
+    scaled = task.conditions_of("Pt", length, energy)
+    plain = task.conditions_of("Pt")
+    f = 1e-3
+    run = {"repeats": 2, "fmax_eV_A": f, "max_steps": 500, "cell": cell}
+    (m,) = task.measure([run], conditions=scaled)
+    (ref,) = task.measure([{**run, "fmax_eV_A": f * length / energy}], conditions=plain)
+    for name in ("vacancy_formation_energy_eV", "unrelaxed_formation_energy_eV"):
+        assert m[name] == pytest.approx(energy * ref[name], rel=SCALED_REL)
+    assert m["max_force_eV_A"] == pytest.approx(
+        energy / length * ref["max_force_eV_A"], rel=SCALED_REL
+    )
+    assert m["pressure_GPa"] == pytest.approx(
+        energy / length**3 * ref["pressure_GPa"], rel=SCALED_REL
+    )
+    for name in ("structure_positions", "structure_cell"):
+        assert m.artifacts[name] == pytest.approx(
+            length * np.asarray(ref.artifacts[name]), rel=SCALED_REL
+        )
+    assert np.array_equal(m.artifacts["structure_numbers"], ref.artifacts["structure_numbers"])
+    for name in ("relax_steps", "converged", "n_atoms"):
+        assert m[name] == ref[name]
+    assert m.cost == ref.cost and m["converged"] == 1 and m["max_force_eV_A"] < f
+    assert scaled["reference_formation_energy_eV"] == pytest.approx(
+        energy * REFERENCE_EV["Pt"], rel=1e-15
+    )
+
+
+def test_sampled_campaigns_hide_the_material(task) -> None:
+    """Every sampled campaign draws its metal as v0 did (the first draw of its generator),
+    then factors inside the stated ranges, which vary; the description names neither; the
+    nominal campaign is the named metal itself."""
+    drawn = [task.sample_conditions(np.random.default_rng(seed)) for seed in range(200)]
+    for seed, c in enumerate(drawn):
+        assert c["metal"] == METALS[int(np.random.default_rng(seed).integers(len(METALS)))]
+    lengths = np.array([c["length_scale"] for c in drawn])
+    energies = np.array([c["energy_scale"] for c in drawn])
+    assert LENGTH_SCALE_RANGE[0] <= lengths.min() and lengths.max() <= LENGTH_SCALE_RANGE[1]
+    assert ENERGY_SCALE_RANGE[0] <= energies.min() and energies.max() <= ENERGY_SCALE_RANGE[1]
+    assert lengths.std() > 0.015 and energies.std() > 0.08  # uniform: 0.023 and 0.115
+    text = task.describe_conditions(drawn[0])
+    assert "length_scale" not in text and str(drawn[0]["energy_scale"]) not in text
+    assert task.nominal_conditions() == task.conditions_of("Cu")
+    assert task.nominal_conditions()["reference_formation_energy_eV"] == REFERENCE_EV["Cu"]
+
+
+#: the memorised answer's successes allowed on 200 sampled campaigns: 3 %, three times the
+#: chance of a lucky energy factor (test_the_memorised_table_answer_fails_on_hidden_materials)
+MEMORISED_SUCCESSES = 6
+
+
+def test_the_memorised_table_answer_fails_on_hidden_materials(task) -> None:
+    """The v0 exploit: answering the named metal's REFERENCE_EV with no experiment (no
+    compute, so the compute factor is 1) scored 1 on every campaign. On hidden materials the
+    reference is REFERENCE_EV times the energy factor (0.8-1.2, uniform), so the table misses
+    by up to 20 % of E_v (146-379 meV) against a 2 meV tolerance: a success needs the factor
+    within 2 meV / E_v of 1 (±0.0011 for Ni to ±0.0027 for Au), a chance of 0.01 eV / E_v
+    (0.5-1.4 %, 1.0 % over the seven metals, 2 of 200 expected; the mean score, 0.0125 eV /
+    E_v, 1.25 %). Measured: 2 successes, mean score 0.012. Asserted: at most 3 %
+    (MEMORISED_SUCCESSES of 200) and a mean score under 0.03."""
+    scores = []
+    for seed in range(200):
+        conditions = task.sample_conditions(np.random.default_rng(seed))
+        table = REFERENCE_EV[conditions["metal"]]
+        answer = task.parse_answer({"vacancy_formation_energy_eV": table})
+        scores.append(task.score_answer(answer, conditions, []))
+    successes = sum(score >= SUCCESS_SCORE for score in scores)
+    assert successes <= MEMORISED_SUCCESSES and np.mean(scores) < 0.03
+    for metal in METALS:  # what v0 measured: the table answer is exact
+        answer = task.parse_answer({"vacancy_formation_energy_eV": REFERENCE_EV[metal]})
+        assert task.score_answer(answer, task.conditions_of(metal), []) == 1.0
 
 
 def test_score_formula() -> None:
@@ -284,18 +373,22 @@ def _random_run(rng) -> dict:
 BASELINES = {"largest": largest_cell, "smallest": smallest_cell,
              "extrapolated": extrapolated, "random": random_protocols}  # fmt: skip
 #: successes out of the 7 metals and mean score (docs/materials.md, the lab's docstring);
-#: exact: the lab is deterministic and the random baseline seeded
-REFERENCE_FIGURES = {"largest": (2, 0.525), "smallest": (0, 0.076), "extrapolated": (7, 0.998),
+#: exact: the lab is deterministic and the random baseline and hidden factors seeded (v0,
+#: the named metals themselves: largest (2, 0.525), smallest (0, 0.076), the others the same)
+REFERENCE_FIGURES = {"largest": (2, 0.536), "smallest": (0, 0.099), "extrapolated": (7, 0.998),
                      "random": (3, 0.424)}  # fmt: skip
 #: baselines that relax 500-atom cells run in the slow suite (about 14 s together)
 SLOW_BASELINES = {"largest", "extrapolated", "random"}
 
 
 def run_baseline(task, name: str) -> tuple[int, float]:
+    """Each baseline over one campaign per metal, each on its drawn hidden material (the
+    baselines' fmax knobs are in that material's units)."""
     successes, scores = 0, []
     for k, metal in enumerate(METALS):
         batch = CampaignBatch(task, 1)
-        (campaign,) = batch.reset([0], [k], conditions=[task.conditions_of(metal)])
+        hidden = draw_scales(np.random.default_rng(1000 + k))  # the campaign's material
+        (campaign,) = batch.reset([0], [k], conditions=[task.conditions_of(metal, **hidden)])
         rng = np.random.default_rng(k)
 
         def step(proposal, batch=batch):
@@ -315,9 +408,11 @@ def run_baseline(task, name: str) -> tuple[int, float]:
     [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_BASELINES else n for n in BASELINES],
 )
 def test_baseline_reference_figures(task, name) -> None:
-    """One campaign per metal: the brute-force cell is accurate but overspends the allowance
-    for five metals; the smallest cell is cheap and always too far off; two zero-pressure
-    cells extrapolated in 1/N always succeed; random protocols sometimes."""
+    """One campaign per metal, each on its drawn hidden material: the brute-force cell is
+    accurate but overspends the allowance for five metals; the smallest cell is cheap and
+    always too far off (its finite-size error scales with the energy factor: Cu at 0.81 is
+    3.5 meV off instead of 4.4); two zero-pressure cells extrapolated in 1/N always succeed;
+    random protocols sometimes."""
     successes, mean = run_baseline(task, name)
     expected_successes, expected_mean = REFERENCE_FIGURES[name]
     assert successes == expected_successes and mean == pytest.approx(expected_mean, abs=0.001)
