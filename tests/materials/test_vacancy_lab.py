@@ -34,8 +34,6 @@ from labtwin.simulators.materials.vacancy import (
     vacancy_cell,
 )
 from labtwin.tasks.materials_common import (
-    ENERGY_SCALE_RANGE,
-    LENGTH_SCALE_RANGE,
     draw_scales,
 )
 from labtwin.tasks.materials_vacancy import (
@@ -205,20 +203,12 @@ def test_a_campaign_measures_the_named_metal_scaled_exactly(task, cell) -> None:
     )
 
 
-def test_sampled_campaigns_hide_the_material(task) -> None:
-    """Every sampled campaign draws its metal as v0 did (the first draw of its generator),
-    then factors inside the stated ranges, which vary; the description names neither; the
-    nominal campaign is the named metal itself."""
-    drawn = [task.sample_conditions(np.random.default_rng(seed)) for seed in range(200)]
-    for seed, c in enumerate(drawn):
+def test_sampled_campaigns_draw_the_metal_as_v0(task) -> None:
+    """The metal is drawn as in v0 (the first draw of its generator), the factors after it
+    (tests/materials/test_hidden_materials.py); the nominal campaign is the named metal."""
+    for seed in range(50):
+        c = task.sample_conditions(np.random.default_rng(seed))
         assert c["metal"] == METALS[int(np.random.default_rng(seed).integers(len(METALS)))]
-    lengths = np.array([c["length_scale"] for c in drawn])
-    energies = np.array([c["energy_scale"] for c in drawn])
-    assert LENGTH_SCALE_RANGE[0] <= lengths.min() and lengths.max() <= LENGTH_SCALE_RANGE[1]
-    assert ENERGY_SCALE_RANGE[0] <= energies.min() and energies.max() <= ENERGY_SCALE_RANGE[1]
-    assert lengths.std() > 0.015 and energies.std() > 0.08  # uniform: 0.023 and 0.115
-    text = task.describe_conditions(drawn[0])
-    assert "length_scale" not in text and str(drawn[0]["energy_scale"]) not in text
     assert task.nominal_conditions() == task.conditions_of("Cu")
     assert task.nominal_conditions()["reference_formation_energy_eV"] == REFERENCE_EV["Cu"]
 
