@@ -10,16 +10,16 @@
   clusters (LJClusterAnneal-v0, LJ38ClusterAnneal-v0).
 - :mod:`labtwin.tasks.md_water` — TIP3P water density with OpenMM (WaterDensity-v2).
 - :mod:`labtwin.tasks.chem_design` — molecules (SMILES) against a drug-like property
-  profile, measured by RDKit and GFN2-xTB (MoleculeDesign-v0), a text lab.
+  profile, measured by RDKit and GFN2-xTB (MoleculeDesign-v1), a text lab.
 - :mod:`labtwin.tasks.chem_library` — the same profiles with the molecule picked from a
-  library as a choice (MoleculeLibrary-v0), a numeric lab.
+  library as a choice (MoleculeLibrary-v1), a numeric lab.
 - :mod:`labtwin.tasks.combustion` — a target ignition delay of a premixed gas in a
   constant-pressure reactor, Cantera with GRI-Mech 3.0 (IgnitionDelay-v0).
 - :mod:`labtwin.tasks.materials_alloy` — a stable binary alloy of the EMT metals with a
   target lattice constant, relaxed on the batched Warp EMT engine, pymatgen structures, placed
   on a convex hull (AlloyDesign-v1).
 - :mod:`labtwin.tasks.chem_synthesis` — make a target molecule from purchasable building
-  blocks with named RDKit reaction templates (SynthesisPlanning-v0), a text lab.
+  blocks with named RDKit reaction templates (SynthesisPlanning-v1), a text lab.
 
 Labs register themselves with :func:`labtwin.register_task`; installed labs are
 also advertised through the ``labtwin.tasks`` entry points in pyproject.toml.

@@ -1,40 +1,52 @@
-"""Molecule design by picking from a library: MoleculeDesign-v0's profiles, a numeric view.
+"""Molecule design by picking from a library: MoleculeDesign's profiles, a numeric view.
 
-``MoleculeLibrary-v0`` is :class:`~labtwin.tasks.chem_design.MoleculeDesign` with the
+``MoleculeLibrary-v1`` is :class:`~labtwin.tasks.chem_design.MoleculeDesign` with the
 molecule chosen from :data:`LIBRARY_SMILES` instead of written: an experiment is a library
 SMILES and a measurement kind, both ``Literal`` choices, so the lab's default numeric view
 is a ``Box(-1, 1, (2,))`` whose first axis picks the molecule (bin ``i`` of 38) and whose
 second the kind (descriptors, xtb). Numeric agents (random search, CMA-ES, BO, SB3) run
 it like any numeric lab; an LLM gets the same choices as the tool schema's enum.
 
-The campaigns, measurements and rewards are MoleculeDesign-v0's: the same profiles from
-the same seeds, the same RDKit and GFN2-xTB engine, the same desirability score and guards.
-The library is MoleculeDesign-v0's random-experiment library (:data:`LIBRARY`: 20 common
-drugs and chemicals) followed by the hidden molecules its profiles are built around
-(:data:`WITNESSES`: 18 drug-like molecules), so every profile is met by at least one
-library molecule: the task is to find it within the budget.
+The measurements and rewards are MoleculeDesign's: the same RDKit and GFN2-xTB engine,
+the same desirability score and guards, and profiles drawn the same way, but each is
+built around a library molecule (:meth:`MoleculeLibrary.draw_witness`): any of the 38
+other than the campaign's reference, and in a similarity campaign one at least
+:data:`~labtwin.tasks.chem_design.SIMILAR_MIN` similar to the reference (2 to 4 of them
+per reference). So every profile is met by at least one library molecule: the task is to
+find it within the budget. The library is MoleculeDesign's random-experiment library
+(:data:`LIBRARY`: 20 common drugs and chemicals) followed by :data:`WITNESSES` (18
+drug-like molecules). MoleculeLibrary-v0 built its profiles around the 18 only, and around
+the one closest to the reference in a similarity campaign, so 12 fixed picks, made blind,
+met 96 of 100 profiles (12 random picks about 4 in 10). Some blind advantage is left in any
+38-molecule library searched 12 times: the 12 picks that meet the most v1 profiles meet
+about 3 in 4 of them (campaigns 150-299; chosen on 0-149), random picks still 4 in 10.
 
-Why a lab of its own rather than a view of MoleculeDesign-v0: a numeric view changes that
+Why a lab of its own rather than a view of MoleculeDesign: a numeric view changes that
 lab's default action space (a ``Box`` instead of JSON text) and adds action columns to its
-observation, which would change MoleculeDesign-v0's environment under the same id.
+observation, which would change MoleculeDesign's environment under the same id.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Literal
 
 import numpy as np
 from pydantic import Field
 
 from labtwin import Experiment, Task, register_task
+from labtwin.simulators.chem.descriptors import tanimoto
 from labtwin.tasks.chem_design import (
     DESCRIPTOR_COST_S,
     LIBRARY,
+    REFERENCES,
     SA_SCORE_MAX,
+    SIMILAR_MIN,
     WITNESSES,
     XTB_COST_PER_ATOM_S,
     XTB_COST_S,
     MoleculeDesign,
+    _mol,
 )
 
 #: the molecules an experiment chooses from, in this order (the numeric view's bins)
@@ -57,19 +69,32 @@ class LibraryExperiment(Experiment):
     )
 
 
+@cache
+def library_witnesses(reference: int, similar: bool) -> tuple[str, ...]:
+    """The library molecules a profile may be built around: every one but reference
+    ``reference``; with ``similar``, those at least :data:`SIMILAR_MIN` similar to it."""
+    reference_smiles = REFERENCES[reference][1]
+    return tuple(
+        smiles
+        for smiles in LIBRARY_SMILES
+        if smiles != reference_smiles
+        and (not similar or tanimoto(_mol(smiles), _mol(reference_smiles)) >= SIMILAR_MIN)
+    )
+
+
 @register_task
 class MoleculeLibrary(MoleculeDesign):
     """Pick molecules from a shipped library that meet a drug-like property profile.
 
-    MoleculeDesign-v0's profiles and scores; the molecule is a choice among
-    :data:`LIBRARY_SMILES`.
+    MoleculeDesign's profiles, built around a library molecule, and its scores; the
+    molecule is a choice among :data:`LIBRARY_SMILES`.
 
     Success: one molecule meets every criterion of the profile (score 1); every profile is
     met by at least one library molecule (its witness). ``impossible=True``: the profile
-    no molecule meets (MoleculeDesign-v0's).
+    no molecule meets (MoleculeDesign's).
     """
 
-    id = "MoleculeLibrary-v0"
+    id = "MoleculeLibrary-v1"
     experiment_model = LibraryExperiment
     brief = f"""
 You screen a library of {len(LIBRARY_SMILES)} small drug-like molecules. Each experiment
@@ -86,6 +111,11 @@ each range, falling smoothly outside; molecules with structural alerts or a synt
 accessibility score above {SA_SCORE_MAX:g} score 0. At least one library molecule meets
 every criterion: find one within the experiment budget.
 """
+
+    def draw_witness(self, rng: np.random.Generator, reference: int, similar: bool) -> str:
+        """A library molecule drawn uniformly from :func:`library_witnesses`."""
+        candidates = library_witnesses(reference, similar)
+        return candidates[int(rng.integers(len(candidates)))]
 
     def random_experiment(self, rng: np.random.Generator) -> LibraryExperiment:
         """A uniform draw in the numeric view: any library molecule, either kind."""

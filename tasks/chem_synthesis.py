@@ -19,14 +19,18 @@ SMILES equal), the modelled step yield and what the product's route took: steps,
 
 Score, from the measurement alone: ``similarity - route_cost / 1000 USD -
 YIELD_WEIGHT * (1 - route_yield)``, clipped to [0, 1], where similarity is 1 for the
-target itself and the Tanimoto similarity, capped at :data:`MAX_INEXACT_SIMILARITY`,
-otherwise (so an exact match always beats a look-alike). A campaign succeeds when it
-makes the target. Everything is deterministic (the yield model has no noise): no error
-bars, nothing to calibrate, repeats are not pooled and there is no closing confirmation.
+target itself and :data:`INEXACT_WEIGHT` times the Tanimoto similarity otherwise, so no
+look-alike (at most 0.774) reaches the target made by its construction route (at least
+0.804; :data:`INEXACT_WEIGHT` says why). A campaign succeeds when it makes the target.
+Everything is deterministic (the yield model has no noise): no error bars, nothing to
+calibrate, repeats are not pooled and there is no closing confirmation.
 
 Invalid (paid nothing): a reaction name not in the list, the wrong number of reagents,
 a SMILES RDKit cannot read, a reagent neither in the stock nor in the inventory, a
-reaction that does not apply to the reagents.
+reaction that does not apply to the reagents, and a major product the lab could not take
+back as a reagent (over :data:`MAX_REAGENT_CHARS` characters of SMILES or
+:data:`MAX_PRODUCT_HEAVY_ATOMS` heavy atoms: an amino acid coupled to itself doubles with
+every step).
 
 The inventory is a function of the campaign's proposals: it is the set of products of
 its ``ok`` experiments so far, in order (the :meth:`SynthesisPlanning.inventory_tool`
@@ -65,9 +69,22 @@ STEP_FEE_USD = 20.0  # bench time of one reaction and its work-up
 HANDLING_FEE_USD = 5.0  # ordering and weighing one purchased reagent
 COST_SCALE_USD = 1000.0  # a route that costs this much loses 1 of score
 YIELD_WEIGHT = 0.1  # score lost by a route of zero overall yield
-MAX_INEXACT_SIMILARITY = 0.95
-MAX_REAGENT_CHARS = 300
+#: a product that is not the target scores this times its Tanimoto similarity. Morgan
+#: bits ignore how often an environment occurs, so a molecule short of a repeated unit
+#: (a biaryl against its terphenyl target) has Tanimoto 1.0; under v0's cap of 0.95 such
+#: a one-step look-alike outscored the target made by its two-step route (0.898 against
+#: 0.862). The worst construction route scores at least 1 - (3 steps x 20 + 4 purchases x
+#: (5 + 4)) / 1000 - 0.1 = 0.804 and the cheapest look-alike pays at least (20 + 5 +
+#: 0.1) / 1000 + 0.1 x (1 - 0.99) = 0.026, so 0.8 keeps every look-alike (<= 0.774) below
+#: every construction route.
+INEXACT_WEIGHT = 0.8
+MAX_REAGENT_CHARS = 300  # what parse_smiles reads at all
 MAX_TARGET_HEAVY_ATOMS = 60
+#: twice the largest target: an honest route's intermediates are a target at most plus a
+#: protecting group, and the product's conformer (about 3 s at 130 heavy atoms) stays quick.
+#: v0 isolated anything and raised on a product over MAX_REAGENT_CHARS (glycine coupled
+#: to itself six times: 257 heavy atoms, 449 characters).
+MAX_PRODUCT_HEAVY_ATOMS = 2 * MAX_TARGET_HEAVY_ATOMS
 TARGET_STEPS_P = {1: 0.3, 2: 0.4, 3: 0.3}
 TARGET_RESTARTS = 20
 REACTIONS = tuple(TEMPLATES)
@@ -168,10 +185,11 @@ NOMINAL_ROUTE = (
 
 
 def similarity(measurement: Measurement) -> float:
-    """1 for the target itself; the Tanimoto similarity, capped below 1, otherwise."""
+    """1 for the target itself; :data:`INEXACT_WEIGHT` times the Tanimoto similarity
+    otherwise."""
     if measurement["exact_match"] >= 1.0:
         return 1.0
-    return min(measurement["tanimoto_to_target"], MAX_INEXACT_SIMILARITY)
+    return INEXACT_WEIGHT * measurement["tanimoto_to_target"]
 
 
 def synthesis_score(measurement: Measurement) -> float:
@@ -276,7 +294,7 @@ class SynthesisPlanning(Task):
     the target carries a trimethylsilyl group that nothing in the stock provides.
     """
 
-    id = "SynthesisPlanning-v0"
+    id = "SynthesisPlanning-v1"
     experiment_model = SynthesisStep
     observables = OBSERVABLES
     public_conditions = PUBLIC
@@ -286,8 +304,8 @@ class SynthesisPlanning(Task):
     pool_repeats = False  # measurements are deterministic; a product's route can get cheaper
     turns_per_experiment = 3  # room for stock and inventory look-ups
     reward_description = (
-        "similarity of the product to the target (1 for the target itself, Tanimoto capped "
-        f"at {MAX_INEXACT_SIMILARITY:g} otherwise) less route cost / {COST_SCALE_USD:g} USD "
+        "similarity of the product to the target (1 for the target itself, "
+        f"{INEXACT_WEIGHT:g} x Tanimoto otherwise) less route cost / {COST_SCALE_USD:g} USD "
         f"and {YIELD_WEIGHT:g} x (1 - route yield)"
     )
     brief = f"""
@@ -303,11 +321,13 @@ The reaction's major product (highest yield) is isolated and joins your inventor
 measurement reports its SMILES, its Tanimoto similarity to the target, the step yield and
 its route's steps, overall yield and cost (a reaction costs {STEP_FEE_USD:g} USD; each
 purchased reagent {HANDLING_FEE_USD:g} USD plus its price per mmol). The score of an
-experiment is the product's similarity to the target (1 for the target itself) less route
-cost / {COST_SCALE_USD:g} USD and {YIELD_WEIGHT:g} x (1 - route yield). Reagents that are
-neither in the stock nor in the inventory, unreadable SMILES and reactions that do not
-apply are invalid and score nothing. Targets are reachable in 1 to 3 steps. Make the
-target, by a short, cheap, high-yield route, within the budget.
+experiment is the product's similarity to the target (1 for the target itself,
+{INEXACT_WEIGHT:g} x the Tanimoto similarity for any other product) less route cost /
+{COST_SCALE_USD:g} USD and {YIELD_WEIGHT:g} x (1 - route yield). Reagents that are
+neither in the stock nor in the inventory, unreadable SMILES, reactions that do not apply
+and products over {MAX_PRODUCT_HEAVY_ATOMS} heavy atoms are invalid and score nothing.
+Targets are reachable in 1 to 3 steps. Make the target, by a short, cheap, high-yield
+route, within the budget.
 """
 
     def __init__(self, budget: int | None = None, impossible: bool = False) -> None:
@@ -442,6 +462,16 @@ target, by a short, cheap, high-yield route, within the budget.
         if not outcome.ok:
             return Measurement.invalid(outcome.reason[:400], **provenance)
         major = outcome.major
+        too_big = len(major.smiles) > MAX_REAGENT_CHARS or (
+            _mol(major.smiles).GetNumHeavyAtoms() > MAX_PRODUCT_HEAVY_ATOMS
+        )
+        if too_big:
+            return Measurement.invalid(
+                f"the product ({major.smiles[:60]}...) is too big to isolate: at most "
+                f"{MAX_PRODUCT_HEAVY_ATOMS} heavy atoms and {MAX_REAGENT_CHARS} characters of "
+                "SMILES, so that it can be a reagent again",
+                **provenance,
+            )
         product = _mol(major.smiles)
         route = {
             "route_steps": 1.0 + sum(s["route_steps"] for _, s in sources),

@@ -143,7 +143,7 @@ def water():
 def molecule():
     from labtwin.tasks.chem_design import criteria
 
-    task = labtwin.load_task("MoleculeDesign-v0")
+    task = labtwin.load_task("MoleculeDesign-v1")
     c = task.nominal_conditions()
     inside = {name: (low + high) / 2 for name, low, high in criteria(c)}
     values = {**inside, "structural_alerts": 0.0, "xtb_measured": 1.0}
@@ -183,7 +183,7 @@ def alloy():
 
 
 def synthesis():
-    task = labtwin.load_task("SynthesisPlanning-v0")
+    task = labtwin.load_task("SynthesisPlanning-v1")
     c = {"target": "CCO", "route": [], "target_heavy_atoms": 3.0, "target_molecular_weight": 46.07}
     route = {"route_yield": 0.6, "route_cost": 80.0, "step_yield": 0.6, "route_steps": 2.0}
     made = {**route, "exact_match": 1.0, "tanimoto_to_target": 1.0}
@@ -246,10 +246,10 @@ CASES: dict[str, Callable] = {
     "LJClusterAnneal-v0": lambda: cluster("LJClusterAnneal-v0"),
     "LJ38ClusterAnneal-v0": lambda: cluster("LJ38ClusterAnneal-v0"),
     "WaterDensity-v2": water,
-    "MoleculeDesign-v0": molecule,
+    "MoleculeDesign-v1": molecule,
     "IgnitionDelay-v0": ignition,
     "AlloyDesign-v1": alloy,
-    "SynthesisPlanning-v0": synthesis,
+    "SynthesisPlanning-v1": synthesis,
 }
 
 

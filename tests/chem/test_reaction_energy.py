@@ -23,7 +23,7 @@ DIELS_ALDER = (["C=CC=C", "C=C"], ["C1=CCCCC1"])  # butadiene + ethene -> cycloh
 #: the engine's workers run tblite on one thread, this process perhaps on several: the SCF
 #: sums in another order differ at round-off, far below tblite's convergence threshold
 ENERGY_TOLERANCE_EH = 1e-9
-#: one stock reaction per template (what SynthesisPlanning-v0's stock offers)
+#: one stock reaction per template (what SynthesisPlanning-v1's stock offers)
 EXAMPLES = {
     "amide_coupling": ["CC(=O)O", "CCN"],
     "esterification": ["CC(=O)O", "CCO"],

@@ -1,6 +1,7 @@
-"""SynthesisPlanning-v0 and the reaction templates: known reactions give known products,
-the stock parses, every drawn target is reachable by its construction route, the
-inventory follows the campaign, hostile input is invalid, and the lab keeps the contract."""
+"""SynthesisPlanning-v1 and the reaction templates: known reactions give known products,
+the stock parses, every drawn target is reachable by its construction route, no
+look-alike outscores the target, the inventory follows the campaign, hostile input is
+invalid, and the lab keeps the contract."""
 
 from __future__ import annotations
 
@@ -13,13 +14,17 @@ import pytest
 from rdkit import Chem
 
 import labtwin
+from labtwin import Measurement, Value
 from labtwin.campaign import CampaignBatch
 from labtwin.simulators.chem.reactions import TEMPLATES, run_reaction
 from labtwin.tasks.chem_synthesis import (
     COST_SCALE_USD,
     HANDLING_FEE_USD,
+    INEXACT_WEIGHT,
+    OBSERVABLES,
     REACTIONS,
     STEP_FEE_USD,
+    TARGET_STEPS_P,
     YIELD_WEIGHT,
     SynthesisPlanning,
     route_experiments,
@@ -43,7 +48,7 @@ def measure_route(lab: SynthesisPlanning, route: list, conditions: dict) -> list
 
 @pytest.fixture(scope="module")
 def lab() -> SynthesisPlanning:
-    return labtwin.load_task("SynthesisPlanning-v0")
+    return labtwin.load_task("SynthesisPlanning-v1")
 
 
 # ---- the reaction templates ------------------------------------------------------------
@@ -203,11 +208,45 @@ def test_the_nominal_route_makes_the_target_and_scores_from_its_costs(lab) -> No
     assert second["route_yield"] == pytest.approx(route_yield)
     expected = 1.0 - cost / COST_SCALE_USD - YIELD_WEIGHT * (1.0 - route_yield)
     assert lab.score(second, conditions) == pytest.approx(expected)
-    assert 0.0 < lab.score(first, conditions) < 0.95  # a look-alike scores below the target
+    assert 0.0 < lab.score(first, conditions) < INEXACT_WEIGHT  # a look-alike scores less
+
+
+def test_a_look_alike_with_tanimoto_one_scores_below_the_target_made_by_its_route(lab) -> None:
+    # seed 23's target is a terphenyl; the biaryl short of its middle ring has the same
+    # Morgan bits (Tanimoto 1.0) in one cheap step. v0 capped its similarity at 0.95 and
+    # paid 0.898 for it against 0.862 for the target made by the two-step route.
+    conditions = lab.sample_conditions(np.random.default_rng(23))
+    target = measure_route(lab, conditions["route"], conditions)[-1]
+    assert target["exact_match"] == 1.0 and target["route_steps"] == 2
+    look_alike = json.dumps(
+        {"reaction": "suzuki_coupling", "reagents": ["Brc1ccc(N2CCOCC2)cc1", "Cc1ccc(B(O)O)cc1"]}
+    )
+    (m,) = lab.measure([look_alike], conditions=conditions)
+    assert m.ok and m["exact_match"] == 0.0 and m["tanimoto_to_target"] == 1.0
+    assert lab.score(m, conditions) < lab.score(target, conditions) - 0.1
+
+
+def test_no_look_alike_can_outscore_the_target_made_by_its_construction_route(lab) -> None:
+    def score(exact: float, tanimoto: float, cost: float, route_yield: float) -> float:
+        values = {spec.name: Value(0.0, spec.unit) for spec in OBSERVABLES}
+        values["exact_match"] = Value(exact, "")
+        values["tanimoto_to_target"] = Value(tanimoto, "")
+        values["route_cost"] = Value(cost, "USD")
+        values["route_yield"] = Value(route_yield, "")
+        return lab.score(Measurement("ok", values), {})
+
+    prices = [b.price_usd_per_mmol for b in stock().values()]
+    steps = max(TARGET_STEPS_P)  # step 1 buys two reagents, every later step one
+    dearest_route = steps * STEP_FEE_USD + (steps + 1) * (HANDLING_FEE_USD + max(prices))
+    cheapest_step = STEP_FEE_USD + HANDLING_FEE_USD + min(prices)  # one reagent, bought
+    worst_target = score(1.0, 1.0, dearest_route, 0.0)
+    best_look_alike = score(0.0, 1.0, cheapest_step, 0.99)  # step yields stop at 0.99
+    assert worst_target == pytest.approx(0.804) and best_look_alike == pytest.approx(0.7739)
+    assert best_look_alike < worst_target
 
 
 def test_a_product_joins_the_inventory_of_its_campaign_only() -> None:
-    env = labtwin.make("SynthesisPlanning-v0")
+    env = labtwin.make("SynthesisPlanning-v1")
     env.reset(seed=0)
     acid = canonical("OC(=O)c1ccc(-c2ccc(F)cc2)cc1")
     use_it = json.dumps({"reaction": "amide_coupling", "reagents": [acid, "C1COCCN1"]})
@@ -276,12 +315,36 @@ HOSTILE = [
 
 @pytest.mark.parametrize("proposal, why", HOSTILE)
 def test_hostile_proposals_are_invalid_with_a_clear_reason_and_never_pay(proposal, why) -> None:
-    env = labtwin.make("SynthesisPlanning-v0")
+    env = labtwin.make("SynthesisPlanning-v1")
     env.reset(seed=0)
     _, reward, terminated, _, info = env.step(json.dumps(proposal))
     m = info["measurement"]
     assert m.status == "invalid" and why in m.reason and len(m.reason) < 500, m.reason
     assert reward == 0.0 and not terminated
+
+
+def test_a_product_too_big_to_be_a_reagent_again_is_invalid_and_never_raises() -> None:
+    # glycine coupled to itself doubles with every step: 9, 17, 33, 65, 129, 257 heavy
+    # atoms; v0 isolated the 129-atom product and raised (an AssertionError out of
+    # env.step) on the 257-atom one, whose SMILES is over the 300 characters read
+    env = labtwin.make("SynthesisPlanning-v1")
+    env.reset(seed=0)
+    _, _, *_, info = env.step(
+        json.dumps({"reaction": "boc_deprotection", "reagents": ["CC(C)(C)OC(=O)NCC(=O)O"]})
+    )
+    made, sizes = info["measurement"].provenance["product"], []
+    for _ in range(5):
+        proposal = json.dumps({"reaction": "amide_coupling", "reagents": [made, made]})
+        _, reward, *_, info = env.step(proposal)
+        m = info["measurement"]
+        if not m.ok:
+            break
+        made = m.provenance["product"]
+        sizes.append(m["product_heavy_atoms"])
+    assert sizes == [9, 17, 33, 65]
+    assert m.status == "invalid" and "too big to isolate" in m.reason and reward == 0.0
+    inventory = env.unwrapped.campaign.conditions["inventory"]
+    assert len(m.reason) < 500 and len(inventory) == 5  # the 129-atom product is not in it
 
 
 def test_experiments_of_one_batch_see_the_inventory_from_before_it(lab) -> None:
@@ -293,7 +356,7 @@ def test_experiments_of_one_batch_see_the_inventory_from_before_it(lab) -> None:
 
 
 def test_keeps_the_labtwin_contract() -> None:
-    assert check_lab("SynthesisPlanning-v0", budget=3)[-1] == "calibration"
+    assert check_lab("SynthesisPlanning-v1", budget=3)[-1] == "calibration"
 
 
 def test_the_impossible_variant_keeps_the_contract() -> None:
@@ -302,7 +365,7 @@ def test_the_impossible_variant_keeps_the_contract() -> None:
 
 def test_same_seed_same_campaign_and_another_seed_another() -> None:
     def rollout(seed: int) -> list:
-        env = labtwin.make("SynthesisPlanning-v0")
+        env = labtwin.make("SynthesisPlanning-v1")
         obs, _ = env.reset(seed=seed)
         rng = np.random.default_rng(0)
         steps = [obs.tolist(), env.unwrapped.campaign.conditions["target"]]
@@ -320,7 +383,7 @@ def test_random_search_runs_on_the_text_lab_and_its_run_rescores(tmp_path) -> No
     from labtwin.runner import run_campaigns
 
     summaries, run_dir = run_campaigns(
-        "SynthesisPlanning-v0",
+        "SynthesisPlanning-v1",
         "random",
         n_campaigns=4,
         seed=0,
@@ -331,7 +394,7 @@ def test_random_search_runs_on_the_text_lab_and_its_run_rescores(tmp_path) -> No
     assert len(summaries) == 4 and all(0.0 <= s.best_score <= 1.0 for s in summaries)
     assert all(s.experiments == 5 and s.invalid == 0 for s in summaries)
     run = labtwin.runs.load(run_dir)
-    assert run.rescore(labtwin.load_task("SynthesisPlanning-v0", budget=5)) == [
+    assert run.rescore(labtwin.load_task("SynthesisPlanning-v1", budget=5)) == [
         r.score for r in run.records
     ]
 
@@ -346,7 +409,7 @@ def test_stock_tool_filters_by_class_and_substructure(lab) -> None:
 def test_the_chat_view_tells_the_target_and_runs_the_analysis_tools() -> None:
     from labtwin.tools import ChatLabEnv, format_tool_call
 
-    env = ChatLabEnv(labtwin.load_task("SynthesisPlanning-v0"))
+    env = ChatLabEnv(labtwin.load_task("SynthesisPlanning-v1"))
     messages = env.reset([0])[0]
     target = env.conversations[0].campaign.conditions["target"]
     assert target in messages[1]["content"]

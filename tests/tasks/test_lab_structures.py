@@ -113,7 +113,7 @@ def test_molecule_design_records_the_conformer_xtb_measured(tmp_path) -> None:
 
     from labtwin.simulators.chem.xtb import gfn2_single_point
 
-    lab = labtwin.load_task("MoleculeDesign-v0")
+    lab = labtwin.load_task("MoleculeDesign-v1")
     smiles = "CC(=O)Oc1ccccc1C(=O)O"  # aspirin
     xtb, descriptors = lab.measure(
         [{"smiles": smiles, "kind": "xtb"}, {"smiles": smiles, "kind": "descriptors"}]
@@ -139,7 +139,7 @@ def test_molecule_design_records_the_conformer_xtb_measured(tmp_path) -> None:
 def test_synthesis_records_the_product_conformer(tmp_path) -> None:
     from rdkit import Chem
 
-    lab = labtwin.load_task("SynthesisPlanning-v0")
+    lab = labtwin.load_task("SynthesisPlanning-v1")
     experiment = lab.random_experiment(np.random.default_rng(4))
     (m,) = lab.measure([experiment])
     assert m.ok, m.reason
