@@ -10,7 +10,7 @@
   clusters (LJClusterAnneal-v0, LJ38ClusterAnneal-v0).
 - :mod:`labtwin.tasks.md_water` — TIP3P water density with OpenMM (WaterDensity-v2).
 - :mod:`labtwin.tasks.chem_design` — molecules (SMILES) against a drug-like property
-  profile, measured by RDKit and GFN2-xTB (MoleculeDesign-v1), a text lab.
+  profile, measured by RDKit and GFN2-xTB (MoleculeDesign-v2), a text lab.
 - :mod:`labtwin.tasks.chem_library` — the same profiles with the molecule picked from a
   library as a choice (MoleculeLibrary-v1), a numeric lab.
 - :mod:`labtwin.tasks.combustion` — a target ignition delay of a premixed gas in a

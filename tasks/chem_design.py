@@ -26,11 +26,15 @@ around the one closest to the reference: the same 12 of them, measured blind, me
 is the mean over the profile's criteria of a desirability that is 1 inside the range and
 falls as ``exp(-(d / tol)^2 / 2)`` with the distance ``d`` outside it (:data:`TOLERANCES`); a gap
 criterion scores 0 unless the gap was measured (an ``xtb`` experiment). A molecule with a
-structural alert (heteroatom chains, peroxides, fused cyclopropanes, an SA score above
-:data:`SA_SCORE_MAX`) scores 0, and its measurement's notes say why. Metals, isotopes,
-atom maps, radicals, charged molecules, several fragments, more than 60 heavy atoms and
-SMILES over 300 characters are ``invalid``. A campaign succeeds when a molecule meets every
-criterion (score 1).
+structural alert (heteroatom chains, peroxides, fused cyclopropanes, rings of five or
+more nitrogens, hypervalent S, P or halogen atoms without a stabilising group, an SA
+score above :data:`SA_SCORE_MAX`) scores 0, and its measurement's notes say why. Metals,
+isotopes, atom maps, radicals, a net charge, charges on atoms other than N, O, P and S
+(carbocations, carbanions not bonded to a cation), several fragments, more than 60 heavy
+atoms and SMILES over 300 characters are ``invalid`` (the engine's screening,
+:func:`labtwin.simulators.chem.molecule.problems`). MoleculeDesign-v1 measured a
+carbocation/carbanion pair, an aryl pentazole and a tetraalkyl sulfurane as ordinary
+molecules. A campaign succeeds when a molecule meets every criterion (score 1).
 
 Descriptors and xTB values are deterministic calculations: they have no error bar, the
 lab adds no noise and reports no uncertainty (there is nothing to calibrate). Conformer
@@ -56,12 +60,11 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from functools import cache, lru_cache
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from labtwin import Experiment, Measurement, ObservableSpec, Task, Value, register_task
 from labtwin.frames import structure_panel
@@ -208,9 +211,6 @@ NOMINAL_PROFILE = {  # around paracetamol's neighbours: a light, polar aromatic 
     "reference_index": 1.0,
 }
 IMPOSSIBLE_PROFILE = {"mw_min": 60.0, "mw_max": 120.0, "tpsa_min": 300.0, "tpsa_max": 400.0}
-#: an atom map (atom class) of a SMILES: ``:n`` inside a bracket atom, where nothing else
-#: has a colon
-ATOM_MAP = re.compile(r"\[[^\]]*:[0-9]+\]")
 
 
 class MoleculeExperiment(Experiment):
@@ -228,21 +228,6 @@ class MoleculeExperiment(Experiment):
             "energies and a GFN2-xTB single point (gap, dipole, energy; costlier)"
         ),
     )
-
-    @field_validator("smiles")
-    @classmethod
-    def _no_atom_maps(cls, smiles: str) -> str:
-        """Atom maps (``[CH3:1]``) label atoms, not molecules, but RDKit keeps them in the
-        canonical SMILES and they reorder the atoms the conformer search embeds: each
-        labelling of one molecule would be another draw of its conformer-dependent values
-        (metoprolol's xTB gap spanned 3.47-3.99 eV over 8 labellings), a repeat the
-        pooling of repeats cannot see."""
-        if ATOM_MAP.search(smiles):
-            raise ValueError(
-                "atom maps (':n' in a bracket atom, as in [CH3:1]) are not allowed: "
-                "write the molecule without them"
-            )
-        return smiles
 
 
 def _spec(name: str, description: str, scale: float = 1.0) -> ObservableSpec:
@@ -411,7 +396,7 @@ class MoleculeDesign(Task):
     search's best scores average 0.47 there.
     """
 
-    id = "MoleculeDesign-v1"
+    id = "MoleculeDesign-v2"
     experiment_model = MoleculeExperiment
     observables = OBSERVABLES
     public_conditions = PROFILE_SPECS
@@ -435,10 +420,12 @@ logP, molecular weight and TPSA, a least QED, and sometimes a window of the xTB 
 an "xtb" experiment measures it) or a least similarity to the reference. The score is the
 mean over the criteria of 1 inside each range, falling smoothly outside. Molecules must be
 one neutral, closed-shell organic molecule (H, B, C, N, O, F, Si, P, S, Cl, Br, I; no
-metals, isotopes, atom maps, radicals, charges or '.'-separated fragments; at most 60
-heavy atoms); chains of three or more singly bonded N/O/S atoms, peroxides and molecules
-with a synthetic accessibility score above {SA_SCORE_MAX:g} score 0. Meet every criterion
-with one molecule within the experiment budget.
+metals, isotopes, atom maps, radicals, net charge or '.'-separated fragments; charged
+atoms only as in nitro groups, N-oxides or zwitterions, on N, O, P or S; at most 60 heavy
+atoms); chains of three or more singly bonded N/O/S atoms, peroxides, rings of five or
+more nitrogens, hypervalent S or P without a double bond to O or N, and molecules with a
+synthetic accessibility score above {SA_SCORE_MAX:g} score 0. Meet every criterion with
+one molecule within the experiment budget.
 """
 
     def __init__(self, budget: int | None = None, impossible: bool = False) -> None:

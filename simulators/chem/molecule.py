@@ -3,10 +3,12 @@
 :func:`parse_smiles` gives a sanitised RDKit molecule and its canonical SMILES, or the
 reason RDKit gave for rejecting the input (its own error-log messages, tidied).
 :func:`screen` lists what makes a parsed molecule unfit for a drug-like design lab:
-hard problems (metals, isotopes, radicals, a net charge, several fragments, too many
-atoms), which a lab treats as invalid input, and structural alerts (chains of three or
-more heteroatoms, peroxides), known ways of gaming property rewards with molecules that
-could not be made or would not survive.
+hard problems (metals, isotopes, atom maps, radicals, a net charge, charges on atoms
+that do not carry one in a stable molecule, several fragments, too many atoms), which a
+lab treats as invalid input, and structural alerts (chains of three or more
+heteroatoms, peroxides, all-nitrogen rings, hypervalent atoms without the groups that
+make them stable), known ways of gaming property rewards with molecules that could not
+be made or would not survive.
 """
 
 from __future__ import annotations
@@ -18,6 +20,17 @@ from functools import cache
 #: elements of organic, drug-like chemistry (anything else, metals included, is refused)
 ORGANIC_ELEMENTS = frozenset({"H", "B", "C", "N", "O", "F", "Si", "P", "S", "Cl", "Br", "I"})
 HETEROATOMS = frozenset({7, 8, 16})  # N, O, S: the atoms of heteroatom chains
+#: elements that carry a formal charge in stable neutral molecules: ammonium, nitro and
+#: N-oxide nitrogen, phosphonium, sulfonium (+); olate, thiolate, azide and diazo N (-)
+CHARGEABLE = frozenset({"N", "O", "P", "S"})
+#: the usual valence of each element with a hypervalent form (S 4 and 6, P 5, I 3 and 5,
+#: Cl and Br 3), counted as RDKit's total valence less the formal charge (a sulfonium S+
+#: with three bonds or a phosphonium P+ with four is at its usual valence)
+USUAL_VALENCE = {"P": 3, "S": 2, "Cl": 1, "Br": 1, "I": 1}
+#: atoms that, double-bonded to a hypervalent S or P, make it a stable group: sulfoxides,
+#: sulfones, sulfonamides, sulfoximines, phosphates, phosphine oxides and sulfides, Wittig
+#: ylides
+STABILISING = {"S": frozenset({"O", "N"}), "P": frozenset({"O", "S", "N", "C"})}
 _TIMESTAMP = re.compile(r"^\[\d\d:\d\d:\d\d\]\s*")
 
 
@@ -124,9 +137,15 @@ def problems(mol, limits: Limits = Limits()) -> list[str]:
     """Why a parsed molecule is not a molecule this lab measures (empty: it is).
 
     Several fragments (a ``.`` in the SMILES: salts, mixtures, molecules glued to score
-    twice), elements outside :data:`ORGANIC_ELEMENTS` (metals), isotope labels, radicals,
-    a net charge or more than ``max_charged_atoms`` charged atoms, and more than
-    ``max_heavy_atoms`` heavy atoms.
+    twice), elements outside :data:`ORGANIC_ELEMENTS` (metals), isotope labels, atom maps,
+    radicals, a net charge, more than ``max_charged_atoms`` charged atoms, a charge on an
+    element outside :data:`CHARGEABLE` except a carbanion bonded to a cation (isonitriles,
+    ylides): a carbocation and a carbanion in one molecule are neutral overall but no
+    molecule anyone could keep in a flask, and more than ``max_heavy_atoms`` heavy atoms.
+
+    Atom maps (``[CH3:1]``) label atoms, not molecules, but RDKit keeps them in the
+    canonical SMILES and orders the atoms by them, so each labelling of one molecule would
+    be measured as another molecule (another cache entry, another conformer embedding).
     """
     from rdkit import Chem
 
@@ -140,6 +159,11 @@ def problems(mol, limits: Limits = Limits()) -> list[str]:
         found.append(f"element(s) {', '.join(foreign)} not allowed (organic elements only)")
     if any(a.GetIsotope() for a in atoms):
         found.append("isotope labels are not allowed")
+    if any(a.GetAtomMapNum() for a in atoms):
+        found.append(
+            "atom maps (':n' in a bracket atom, as in [CH3:1]) are not allowed: "
+            "write the molecule without them"
+        )
     radicals = sum(a.GetNumRadicalElectrons() for a in atoms)
     if radicals:
         found.append(f"{radicals} radical electron(s): only closed-shell molecules are measured")
@@ -149,10 +173,31 @@ def problems(mol, limits: Limits = Limits()) -> list[str]:
     charged = sum(1 for a in atoms if a.GetFormalCharge())
     if charged > limits.max_charged_atoms:
         found.append(f"{charged} charged atoms (at most {limits.max_charged_atoms})")
+    unstable = sorted({_unstable_charge(a) for a in atoms if a.GetFormalCharge()} - {""})
+    if unstable:
+        found.append(
+            f"{', '.join(unstable)}: charges are measured only on N, O, P and S "
+            "(nitro groups, N-oxides, zwitterions) and on a carbanion bonded to a cation"
+        )
     heavy = mol.GetNumHeavyAtoms()
     if heavy > limits.max_heavy_atoms:
         found.append(f"{heavy} heavy atoms (at most {limits.max_heavy_atoms})")
     return found
+
+
+def _unstable_charge(atom) -> str:
+    """What is wrong with a charged atom, or "" when the charge is one that stable neutral
+    molecules carry (see :data:`CHARGEABLE`)."""
+    symbol, charge = atom.GetSymbol(), atom.GetFormalCharge()
+    if symbol in CHARGEABLE:
+        return ""
+    if symbol == "C" and charge < 0:
+        if any(n.GetFormalCharge() > 0 for n in atom.GetNeighbors()):
+            return ""  # isonitrile [C-]#[N+], ylides
+        return "a carbanion"
+    if symbol == "C":
+        return "a carbocation"
+    return f"a charged {symbol} atom"
 
 
 def structural_alerts(mol) -> list[str]:
@@ -163,7 +208,13 @@ def structural_alerts(mol) -> list[str]:
       nitrogen (azides, nitro groups) and sulfonyl/sulfinyl sulfur (sulfonamides,
       sulfonic acids: S bonded to an =O) do not continue a chain;
     - an O-O single bond (a peroxide);
-    - an atom in two or more rings of three (bridged cyclopropanes, prismanes).
+    - an atom in two or more rings of three (bridged cyclopropanes, prismanes);
+    - a ring of five or more nitrogen atoms (pentazoles, pentazines: they lose N2 below
+      room temperature; tetrazoles and tetrazines are fine);
+    - a hypervalent sulfur or phosphorus without a double bond to O or N (P: also S or
+      C), such as a tetraalkyl sulfurane or a pentaalkyl phosphorane, unless it carries
+      four or more fluorines (SF5 groups); a hypervalent halogen (iodine(III) reagents are
+      oxidants, not drugs). See :data:`USUAL_VALENCE` and :data:`STABILISING`.
     """
     alerts = []
     longest = _longest_heteroatom_chain(mol)
@@ -175,7 +226,34 @@ def structural_alerts(mol) -> list[str]:
     small = [set(r) for r in ring_info.AtomRings() if len(r) == 3]
     if any(sum(i in r for r in small) >= 2 for i in range(mol.GetNumAtoms())):
         alerts.append("an atom shared by two three-membered rings")
+    atoms = atoms_of(mol)
+    if any(sum(atoms[i].GetAtomicNum() == 7 for i in r) >= 5 for r in ring_info.AtomRings()):
+        alerts.append("a ring of five or more nitrogen atoms")
+    hypervalent = sorted({a.GetSymbol() for a in atoms if _unstable_hypervalence(a)})
+    if hypervalent:
+        alerts.append(f"a hypervalent {', '.join(hypervalent)} atom without a stabilising group")
     return alerts
+
+
+def _unstable_hypervalence(atom) -> bool:
+    """Whether ``atom`` is beyond its usual valence without what makes that stable (see
+    :func:`structural_alerts`)."""
+    from rdkit import Chem
+
+    symbol = atom.GetSymbol()
+    usual = USUAL_VALENCE.get(symbol)
+    if usual is None or atom.GetTotalValence() - atom.GetFormalCharge() <= usual:
+        return False
+    if symbol not in STABILISING:
+        return True  # a halogen
+    bonds = atom.GetBonds()
+    if any(
+        b.GetBondType() == Chem.BondType.DOUBLE
+        and b.GetOtherAtom(atom).GetSymbol() in STABILISING[symbol]
+        for b in bonds
+    ):
+        return False
+    return sum(b.GetOtherAtom(atom).GetSymbol() == "F" for b in bonds) < 4
 
 
 @cache

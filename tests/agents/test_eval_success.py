@@ -143,7 +143,7 @@ def water():
 def molecule():
     from labtwin.tasks.chem_design import criteria
 
-    task = labtwin.load_task("MoleculeDesign-v1")
+    task = labtwin.load_task("MoleculeDesign-v2")
     c = task.nominal_conditions()
     inside = {name: (low + high) / 2 for name, low, high in criteria(c)}
     values = {**inside, "structural_alerts": 0.0, "xtb_measured": 1.0}
@@ -246,7 +246,7 @@ CASES: dict[str, Callable] = {
     "LJClusterAnneal-v0": lambda: cluster("LJClusterAnneal-v0"),
     "LJ38ClusterAnneal-v0": lambda: cluster("LJ38ClusterAnneal-v0"),
     "WaterDensity-v2": water,
-    "MoleculeDesign-v1": molecule,
+    "MoleculeDesign-v2": molecule,
     "IgnitionDelay-v0": ignition,
     "AlloyDesign-v1": alloy,
     "SynthesisPlanning-v1": synthesis,

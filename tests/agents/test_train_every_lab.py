@@ -33,7 +33,7 @@ from labtwin.registry import short_id
 SLOW_LABS = {"WaterDensity-v2"}
 #: labs whose experiments name molecules in free text the grammar cannot make valid (SMILES):
 #: an untrained 16-wide model writes no parsable molecule, so its records are invalid ones
-FREE_TEXT_LABS = {"MoleculeDesign-v1", "SynthesisPlanning-v1"}
+FREE_TEXT_LABS = {"MoleculeDesign-v2", "SynthesisPlanning-v1"}
 
 
 def tiny_config(task_id: str, out) -> TrainConfig:

@@ -1,4 +1,4 @@
-"""MoleculeDesign-v1: the lab contract, rewards from measured values, hack guards,
+"""MoleculeDesign-v2: the lab contract, rewards from measured values, hack guards,
 hidden molecules no fixed list of drugs gives away, the impossible variant and seeding."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from labtwin.tasks.chem_design import (
 )
 from labtwin.testing import check_lab
 
-LAB = "MoleculeDesign-v1"
+LAB = "MoleculeDesign-v2"
 #: 12 drugs of LIBRARY and WITNESSES, in this order, that met the most MoleculeDesign-v0
 #: profiles (greedy cover of seeds 0-99): proposed blind, by xTB, they met 96 of 100
 FIXED_DRUGS = (
@@ -189,6 +189,9 @@ def test_a_fixed_list_of_drugs_meets_few_profiles(lab) -> None:
         ("C1CC", "unclosed ring"),
         ("C" * 70, "70 heavy atoms"),
         ("[CH3:7]C(=O)Nc1ccc(O)cc1", "atom maps"),
+        ("C[C+](C)CC[C-](C)C", "a carbanion, a carbocation"),  # neutral overall
+        ("C[C+](C)c1ccc(cc1)C(=O)[O-]", "a carbocation"),
+        ("CC[B-](C)(C)[NH3+]", "a charged B atom"),
     ],
 )
 def test_hack_molecules_are_invalid_with_the_reason(lab, smiles: str, reason: str) -> None:
@@ -215,6 +218,10 @@ def test_atom_maps_give_no_fresh_draws_of_one_molecule(lab) -> None:
         ("NNNNNNC(=O)O", "a chain of 6 heteroatoms"),
         ("CC(C)OOC(C)C", "a peroxide"),
         ("OC1C2C3C1C23O", "two three-membered rings"),
+        ("Cc1ccc(cc1)-n1nnnn1", "a ring of five or more nitrogen atoms"),
+        ("CS(C)(CC)CCO", "a hypervalent S atom"),
+        ("CCP(C)(C)(C)CO", "a hypervalent P atom"),
+        ("CC(=O)OI(OC(C)=O)c1ccccc1", "a hypervalent I atom"),
     ],
 )
 def test_structural_alerts_score_zero_and_the_notes_say_why(lab, smiles: str, alert: str) -> None:
@@ -226,8 +233,12 @@ def test_structural_alerts_score_zero_and_the_notes_say_why(lab, smiles: str, al
 
 
 def test_safe_heteroatom_groups_raise_no_alert(lab) -> None:
-    """Aromatic N-N-N rings, nitro groups and azides are chemistry, not hacks."""
-    for smiles in ["c1nn[nH]n1", "C[N+](=O)[O-]", "CN=[N+]=[N-]", "NC(=O)NN"]:
+    """Aromatic N-N-N rings, nitro groups, azides, zwitterions, isonitriles, sulfones,
+    sulfoximines, SF5 groups and phosphine oxides are chemistry, not hacks."""
+    safe = ["c1nn[nH]n1", "C[N+](=O)[O-]", "CN=[N+]=[N-]", "NC(=O)NN", "c1cnnnn1"]
+    safe += ["C[N+](C)(C)CC(=O)[O-]", "[C-]#[N+]c1ccccc1", "CS(=O)(=O)c1ccccc1"]
+    safe += ["CS(=N)(=O)c1ccccc1", "FS(F)(F)(F)(F)c1ccccc1", "CP(C)(C)=O", "C[S+](C)CC(=O)[O-]"]
+    for smiles in safe:
         (m,) = lab.measure([{"smiles": smiles}])
         assert m.ok and m["structural_alerts"] == 0, (smiles, m.notes)
 

@@ -208,6 +208,8 @@ def test_hostile_batch_ends_within_the_timeout_and_the_rest_is_measured(
         "[13CH3]O": "isotope labels are not allowed",
         "[CH3]": "radical electron",
         "C[N+](C)(C)C": "net charge +1",
+        "C[C+](C)CC[C-](C)C": "a carbanion, a carbocation",
+        "[CH3:1]CO": "atom maps",
         "C" * 61: "61 heavy atoms (at most 60)",
         "CCO": "",
         "c1ccccc1O": "",

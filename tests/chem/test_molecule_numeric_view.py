@@ -108,7 +108,7 @@ def test_the_same_seed_gives_the_same_campaign_in_the_numeric_and_the_text_view(
         }
     # and the profile is drawn as MoleculeDesign's is (the same reference and criteria from
     # the same seed), around a library molecule
-    design = labtwin.make("MoleculeDesign-v1")
+    design = labtwin.make("MoleculeDesign-v2")
     design.reset(seed=11)
     ours, theirs = numeric.unwrapped.campaign.conditions, design.unwrapped.campaign.conditions
     for name in ("reference_index", "gap_required"):

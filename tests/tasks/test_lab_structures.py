@@ -113,7 +113,7 @@ def test_molecule_design_records_the_conformer_xtb_measured(tmp_path) -> None:
 
     from labtwin.simulators.chem.xtb import gfn2_single_point
 
-    lab = labtwin.load_task("MoleculeDesign-v1")
+    lab = labtwin.load_task("MoleculeDesign-v2")
     smiles = "CC(=O)Oc1ccccc1C(=O)O"  # aspirin
     xtb, descriptors = lab.measure(
         [{"smiles": smiles, "kind": "xtb"}, {"smiles": smiles, "kind": "descriptors"}]
