@@ -40,10 +40,12 @@ Descriptors and xTB values are deterministic calculations: they have no error ba
 lab adds no noise and reports no uncertainty (there is nothing to calibrate). Conformer
 and xTB observables of a ``descriptors`` experiment are not measured: they read 0 and
 ``xtb_measured`` is 0. They come from a search of 8 conformers embedded in the canonical
-atom order, so a mirror image reads otherwise (propranolol's gap: 2.88 and 2.57 eV for
-its enantiomers, 2.51 eV with the stereocentre unassigned), which the engine, measuring
-the molecule it is given, does not fold together; atom maps, which would reorder the
-atoms of one molecule at will, are invalid.
+atom order of one stereoisomer of each mirror pair, with unassigned stereocentres
+assigned first (:func:`labtwin.simulators.chem.molecule.stereo_form`), so the two
+enantiomers and the unassigned spelling of a molecule read the same values; in v1 they
+were three searches (propranolol's gap: 2.88 and 2.57 eV for its enantiomers, 2.51 eV
+with the stereocentre unassigned), three draws of one molecule. Atom maps, which would
+reorder the atoms of one molecule at will, are invalid.
 
 ``impossible=True`` asks for a molecular weight of 60-120 g/mol with a TPSA of
 300-400 A^2. RDKit's TPSA (Ertl's table, N and O only) gives an N or O atom bonded to

@@ -1,6 +1,6 @@
 """Molecule design by picking from a library: MoleculeDesign's profiles, a numeric view.
 
-``MoleculeLibrary-v1`` is :class:`~labtwin.tasks.chem_design.MoleculeDesign` with the
+``MoleculeLibrary-v2`` is :class:`~labtwin.tasks.chem_design.MoleculeDesign` with the
 molecule chosen from :data:`LIBRARY_SMILES` instead of written: an experiment is a library
 SMILES and a measurement kind, both ``Literal`` choices, so the lab's default numeric view
 is a ``Box(-1, 1, (2,))`` whose first axis picks the molecule (bin ``i`` of 38) and whose
@@ -20,6 +20,9 @@ the one closest to the reference in a similarity campaign, so 12 fixed picks, ma
 met 96 of 100 profiles (12 random picks about 4 in 10). Some blind advantage is left in any
 38-molecule library searched 12 times: the 12 picks that meet the most v1 profiles meet
 about 3 in 4 of them (campaigns 150-299; chosen on 0-149), random picks still 4 in 10.
+v2 measures a chiral molecule's conformers and xTB values on one stereoisomer of each
+mirror pair, unassigned centres assigned first (ibuprofen, nicotine and propranolol here;
+see MoleculeDesign), so its profiles and 3D readings differ from v1's.
 
 Why a lab of its own rather than a view of MoleculeDesign: a numeric view changes that
 lab's default action space (a ``Box`` instead of JSON text) and adds action columns to its
@@ -94,7 +97,7 @@ class MoleculeLibrary(MoleculeDesign):
     no molecule meets (MoleculeDesign's).
     """
 
-    id = "MoleculeLibrary-v1"
+    id = "MoleculeLibrary-v2"
     experiment_model = LibraryExperiment
     brief = f"""
 You screen a library of {len(LIBRARY_SMILES)} small drug-like molecules. Each experiment

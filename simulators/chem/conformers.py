@@ -56,6 +56,14 @@ class Ensemble:
 
         return structure_artifacts(self.atomic_numbers, self.positions_angstrom, None, self.bonds)
 
+    def reflected(self) -> Ensemble:
+        """The mirror image (x negated): the ensemble of the other enantiomer, with the
+        same energies."""
+        positions = self.positions_angstrom * np.array([-1.0, 1.0, 1.0])
+        return Ensemble(
+            self.energies_kcal, self.atomic_numbers, positions, self.converged, self.bonds
+        )
+
     def summary(self) -> dict[str, float]:
         """``mmff_energy_min``, ``conformer_strain`` and ``conformer_spread`` (kcal/mol)."""
         e = self.energies_kcal

@@ -6,7 +6,11 @@
   and the structural alerts of :func:`~labtwin.simulators.chem.molecule.structural_alerts`;
 - ``"xtb"`` — those, plus an ETKDG/MMFF94 conformer ensemble
   (:mod:`~labtwin.simulators.chem.conformers`) and a GFN2-xTB single point on its
-  lowest-energy conformer (:mod:`~labtwin.simulators.chem.xtb`).
+  lowest-energy conformer (:mod:`~labtwin.simulators.chem.xtb`). The ensemble is that of
+  :func:`~labtwin.simulators.chem.molecule.stereo_form`'s stereoisomer (unassigned
+  stereocentres assigned, one of each mirror pair), so that the two enantiomers and the
+  unassigned spelling of a molecule read the same values; a mirrored molecule's structure
+  is the reflection.
 
 :meth:`MoleculeEngine.reaction_energy` adds up such ``"xtb"`` measurements into a reaction
 energy, products minus reagents (:mod:`~labtwin.simulators.chem.reaction_energy`).
@@ -67,7 +71,13 @@ from labtwin.simulators.chem.conformers import (
     conformer_ensemble,
 )
 from labtwin.simulators.chem.descriptors import DESCRIPTOR_UNITS, descriptors
-from labtwin.simulators.chem.molecule import Limits, parse_smiles, problems, structural_alerts
+from labtwin.simulators.chem.molecule import (
+    Limits,
+    parse_smiles,
+    problems,
+    stereo_form,
+    structural_alerts,
+)
 from labtwin.simulators.chem.workers import MoleculePool, Outcome
 from labtwin.simulators.chem.xtb import XtbError, XtbSettings, gfn2_single_point
 
@@ -200,8 +210,15 @@ def measure_job(job: Job) -> MoleculeResult:
     if job.kind == "descriptors":
         return MoleculeResult("ok", values=values, **base)
     notes: list[str] = []
+    form = stereo_form(job.canonical)
+    if form.assigned:
+        notes.append(
+            f"stereochemistry left unassigned: measured as {form.assigned[:120]} "
+            "(RDKit's first enumerated stereoisomer)"
+        )
+    embedded = mol if form.embedded == job.canonical else Chem.MolFromSmiles(form.embedded)
     try:
-        ensemble = conformer_ensemble(mol, job.settings.conformers)
+        ensemble = conformer_ensemble(embedded, job.settings.conformers)
     except ConformerError as err:
         return MoleculeResult("failed", reason=f"conformers: {err}", **base)
     if not ensemble.converged.all():
@@ -217,8 +234,9 @@ def measure_job(job: Job) -> MoleculeResult:
         )
     except XtbError as err:
         return MoleculeResult("failed", reason=f"GFN2-xTB: {err}", **base)
+    shown = ensemble.reflected() if form.mirrored else ensemble  # values: the same either way
     return MoleculeResult(
-        "ok", values=values, notes=tuple(notes), structure=ensemble.structure(), **base
+        "ok", values=values, notes=tuple(notes), structure=shown.structure(), **base
     )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
+from typing import NamedTuple
 
 #: elements of organic, drug-like chemistry (anything else, metals included, is refused)
 ORGANIC_ELEMENTS = frozenset({"H", "B", "C", "N", "O", "F", "Si", "P", "S", "Cl", "Br", "I"})
@@ -298,3 +299,61 @@ def _longest_heteroatom_chain(mol) -> int:
                 return best  # long enough to flag; stop exploring
             stack += [(n, seen | {n}) for n in neighbours[atom] if n not in seen]
     return best
+
+
+class StereoForm(NamedTuple):
+    """The stereoisomer whose geometry stands for a molecule (:func:`stereo_form`)."""
+
+    #: canonical SMILES of the stereoisomer embedded: of a mirror pair, the one with the
+    #: smaller canonical SMILES
+    embedded: str
+    #: whether the molecule is the mirror image of ``embedded``
+    mirrored: bool
+    #: canonical SMILES of the stereoisomer measured when the molecule left stereocentres
+    #: or stereo double bonds unassigned; "" when it assigned all of them
+    assigned: str = ""
+
+
+def stereo_form(canonical: str) -> StereoForm:
+    """Which stereoisomer a 3D measurement of ``canonical`` embeds, so that a geometry, and
+    every value computed from it, is a function of the molecule and not of its spelling.
+
+    - Unassigned stereocentres and stereo double bonds are assigned as RDKit's
+      ``EnumerateStereoisomers`` assigns them first (a definite stereoisomer: ETKDG would
+      otherwise pick a configuration per conformer, an ensemble of diastereomers).
+    - Enantiomers have the same energy, HOMO-LUMO gap and dipole magnitude: of the
+      stereoisomer and its mirror image (every tetrahedral centre inverted), the one with
+      the smaller canonical SMILES is embedded, and a molecule that is the other one is
+      its reflection (``mirrored``).
+
+    Without this, the two enantiomers and the unassigned spelling of propranolol were
+    three conformer searches (xTB gaps 2.88, 2.57 and 2.51 eV): three draws of one
+    molecule's conformer-dependent values that the pooling of repeats could not see.
+    Diastereomers stay distinct, as they are distinct molecules.
+    """
+    from rdkit import Chem
+    from rdkit.Chem.EnumerateStereoisomers import (
+        EnumerateStereoisomers,
+        StereoEnumerationOptions,
+    )
+
+    mol = Chem.MolFromSmiles(canonical)
+    options = StereoEnumerationOptions(
+        onlyUnassigned=True, unique=True, tryEmbedding=False, maxIsomers=1
+    )
+    first = next(iter(EnumerateStereoisomers(mol, options=options)), None)
+    assigned = Chem.MolToSmiles(first) if first is not None else canonical
+    mirror = Chem.MolFromSmiles(assigned)
+    inverted = {
+        Chem.ChiralType.CHI_TETRAHEDRAL_CW: Chem.ChiralType.CHI_TETRAHEDRAL_CCW,
+        Chem.ChiralType.CHI_TETRAHEDRAL_CCW: Chem.ChiralType.CHI_TETRAHEDRAL_CW,
+    }
+    for atom in atoms_of(mirror):
+        tag = atom.GetChiralTag()
+        if tag in inverted:
+            atom.SetChiralTag(inverted[tag])
+    mirrored = Chem.MolToSmiles(mirror)
+    note = assigned if assigned != canonical else ""
+    if mirrored < assigned:
+        return StereoForm(mirrored, True, note)
+    return StereoForm(assigned, False, note)

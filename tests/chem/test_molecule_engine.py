@@ -361,3 +361,51 @@ def test_cached_equals_recomputed_exactly(engine: MoleculeEngine) -> None:
     )
     other = MoleculeEngine(settings=engine.settings.__class__(ConformerSettings(n_conformers=3)))
     assert other.cache_key("CCO", "xtb") != engine.cache_key("CCO", "xtb")
+
+
+def stereo_of_structure(result) -> str:
+    """The canonical SMILES RDKit reads off a result's 3D structure (stereo from 3D)."""
+    from labtwin.structures import BONDS, NUMBERS, POSITIONS
+
+    numbers, positions, bonds = (result.structure[k] for k in (NUMBERS, POSITIONS, BONDS))
+    mol = Chem.RWMol()
+    for z in numbers:
+        mol.AddAtom(Chem.Atom(int(z)))
+    kinds = {1: Chem.BondType.SINGLE, 2: Chem.BondType.DOUBLE, 3: Chem.BondType.TRIPLE}
+    kinds[4] = Chem.BondType.AROMATIC
+    for i, j, order in bonds:
+        mol.AddBond(int(i), int(j), kinds[int(order)])
+    conformer = Chem.Conformer(len(numbers))
+    for i, xyz in enumerate(np.reshape(positions, (-1, len(numbers), 3))[0]):
+        conformer.SetAtomPosition(i, [float(x) for x in xyz])
+    mol.AddConformer(conformer)
+    Chem.SanitizeMol(mol)
+    Chem.AssignStereochemistryFrom3D(mol)
+    return Chem.MolToSmiles(Chem.RemoveHs(mol))
+
+
+def test_enantiomers_and_unassigned_spellings_read_the_same_3d_values(
+    engine: MoleculeEngine,
+) -> None:
+    """Propranolol's two enantiomers and its unassigned spelling were three conformer
+    searches (xTB gaps 2.88, 2.57 and 2.51 eV), three draws of one molecule. Now one
+    stereoisomer of each mirror pair is embedded, unassigned centres are assigned first,
+    and the values are equal bit for bit; each structure shows the molecule proposed (its
+    stereo read back from 3D), and the unassigned spelling's notes name what was measured.
+    Diastereomers are other molecules and read otherwise (meso and chiral butanediol)."""
+    r, s, unassigned = engine.measure(
+        [
+            "CC(C)NC[C@@H](O)COc1cccc2ccccc12",
+            "CC(C)NC[C@H](O)COc1cccc2ccccc12",
+            "CC(C)NCC(O)COc1cccc2ccccc12",
+        ],
+        "xtb",
+    )
+    assert r.ok and s.ok and unassigned.ok
+    assert r.values == s.values == unassigned.values
+    assert {stereo_of_structure(r), stereo_of_structure(s)} == {r.canonical, s.canonical}
+    assert stereo_of_structure(r) == r.canonical and stereo_of_structure(s) == s.canonical
+    assert not r.notes and not s.notes
+    assert any("stereochemistry left unassigned" in n for n in unassigned.notes)
+    meso, chiral = engine.measure(["C[C@H](O)[C@@H](C)O", "C[C@H](O)[C@H](C)O"], "xtb")
+    assert meso.values["xtb_gap"] != chiral.values["xtb_gap"]
