@@ -197,6 +197,13 @@ class Campaign:
         return self.task.budget - self.experiments
 
     @property
+    def cost_left(self) -> float | None:
+        """What is left of the task's cost budget (None: the task has none); negative
+        when the last experiment overdrew it."""
+        cost_budget = self.task.cost_budget
+        return None if cost_budget is None else cost_budget - self.cost
+
+    @property
     def turns_left(self) -> int:
         return self.max_turns - len(self.history)
 
@@ -745,6 +752,8 @@ class CampaignBatch:
                 campaign.done, campaign.end_reason = True, "answer submitted"
             elif campaign.task.budget - spent <= 0:  # campaign.remaining
                 campaign.done, campaign.end_reason = True, "budget spent"
+            elif campaign.task.cost_budget is not None and campaign.cost_left <= 0:
+                campaign.done, campaign.end_reason = True, "cost budget spent"
             elif campaign.max_turns - turns <= 0:  # turns_left
                 campaign.done = True
                 campaign.end_reason = f"turn cap reached ({campaign.max_turns} turns)"
@@ -823,6 +832,10 @@ class CampaignBatch:
             obs[row_slots, row_index] = _clean(_history_rows(task, rows, width, n_act))
         if heads:
             obs[head_at, 0, 0] = _clean(np.array(heads, dtype=np.float64))
+            cost = _cost_column(task)
+            if cost is not None:
+                left = [_cost_left_fraction(campaigns[slot]) for slot in head_at]
+                obs[head_at, 0, cost] = _clean(np.array(left, dtype=np.float64))
 
     def frame(self, slot: int, title: str | None = None) -> np.ndarray:
         """The slot's campaign and its lab's panel (:meth:`Task.frame_panel`) as an image."""
@@ -872,7 +885,19 @@ def _n_actions(task: Task) -> int:
 def observation_width(task: Task) -> int:
     """Columns: the wider of a history row and the header row."""
     history_row = 2 + _n_actions(task) + len(task.observables) + 1
-    return max(history_row, 1 + len(task.public_conditions))
+    header = 1 + len(task.public_conditions) + (task.cost_budget is not None)
+    return max(history_row, header)
+
+
+def _cost_column(task: Task) -> int | None:
+    """The header column of the cost budget left (a fraction), after the public
+    conditions; None for a task without a cost budget."""
+    return None if task.cost_budget is None else 1 + len(task.public_conditions)
+
+
+def _cost_left_fraction(campaign: Campaign) -> float:
+    """The campaign's cost budget left, as a fraction in [0, 1]."""
+    return max(campaign.cost_left, 0.0) / campaign.task.cost_budget
 
 
 def observation_space(task: Task) -> gym.spaces.Box:
@@ -881,6 +906,9 @@ def observation_space(task: Task) -> gym.spaces.Box:
     low = np.full((task.budget + 1, observation_width(task)), -OBS_LIMIT, dtype=np.float32)
     high = np.full_like(low, OBS_LIMIT)
     low[0, 0], high[0, 0] = 0.0, 1.0
+    cost = _cost_column(task)
+    if cost is not None:
+        low[0, cost], high[0, cost] = 0.0, 1.0
     low[1:, :2], high[1:, :2] = 0.0, 1.0
     low[1:, 2 : 2 + n_act], high[1:, 2 : 2 + n_act] = -1.0, 1.0
     return gym.spaces.Box(low, high, dtype=np.float32)
@@ -971,7 +999,8 @@ def observation(task: Task, campaign: Campaign | None) -> np.ndarray:
     """The campaign as a ``(1 + budget, width)`` float32 array, zero-padded.
 
     Row 0 is the header: ``[remaining budget / budget, public condition / scale...]``,
-    the same facts an LLM is told as text. Row ``k + 1`` describes budgeted
+    then, for a task with a cost budget, the cost budget left as a fraction of it: the
+    same facts an LLM is told as text. Row ``k + 1`` describes budgeted
     step ``k``: ``[filled, ok, action..., observable / scale..., score]``
     (text labs have no action columns; the action is zero for invalid proposals).
     """
@@ -982,6 +1011,9 @@ def observation(task: Task, campaign: Campaign | None) -> np.ndarray:
     obs[0, 0] = campaign.remaining / task.budget
     conditions = task.condition_vector(campaign.conditions)
     obs[0, 1 : 1 + len(conditions)] = conditions
+    cost = _cost_column(task)
+    if cost is not None:
+        obs[0, cost] = _cost_left_fraction(campaign)
     budgeted = [r for r in campaign.history if r.budgeted]
     for k, record in enumerate(budgeted[: task.budget]):
         row = obs[k + 1]

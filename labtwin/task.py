@@ -141,6 +141,12 @@ class Task:
     #: a campaign succeeds when a score reaches this (see :meth:`success`); None: no predicate
     success_threshold: ClassVar[float | None] = None
     default_budget: ClassVar[int] = 20
+    #: an allowance of cost (in :attr:`cost_unit`) per campaign besides the experiment
+    #: budget, where experiments differ in cost so that spending is a decision: the
+    #: campaign ends once its measurements' costs reach it (the experiment that crosses it
+    #: is measured and paid in full). None: experiments are the only budget. A lab may let
+    #: its constructor set ``self.cost_budget``.
+    default_cost_budget: ClassVar[float | None] = None
     #: campaign conditions an agent is told (name = key of the conditions dict)
     public_conditions: ClassVar[tuple[ObservableSpec, ...]] = ()
     #: a campaign ends after ``turns_per_experiment * budget`` turns (analysis calls count)
@@ -162,6 +168,7 @@ class Task:
         self.budget = int(budget if budget is not None else self.default_budget)
         if self.budget < 1:
             raise ValueError(f"budget must be at least 1, got {self.budget}")
+        self.cost_budget: float | None = self.default_cost_budget
         self.numeric_view: NumericView | None = self.make_numeric_view()
 
     @property
@@ -552,6 +559,7 @@ class Task:
             "reward": cls.reward_description,
             "cost_unit": cls.cost_unit,
             "budget": cls.default_budget,
+            "cost_budget": cls.default_cost_budget,
             "answer_schema": cls.answer_model.model_json_schema() if cls.answer_model else None,
             "public_conditions": [
                 {"name": c.name, "unit": c.unit, "description": c.description}

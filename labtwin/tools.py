@@ -159,12 +159,24 @@ def proposal_from_call(task: Task, call: ToolCall | CallError, reply: Any = None
     return Invalid(f"unknown tool {call.name!r}; the tools are {known}", reply)
 
 
+def budget_text(task: Task) -> str:
+    """``"12 experiments"``, and the cost budget where the task has one."""
+    text = f"{task.budget} experiments"
+    if task.cost_budget is not None:
+        text += f" and {task.cost_budget:g} {task.cost_unit} of cost (whichever runs out first)"
+    return text
+
+
 def describe_record(record: Record, campaign: Campaign) -> str:
     """The tool result text for one step: values with units and error bars."""
     m = record.measurement
     n_left = campaign.remaining
     left = f"{n_left} experiment{'' if n_left == 1 else 's'} left"
-    if campaign.done and campaign.end_reason.startswith("turn cap"):
+    if campaign.cost_left is not None:
+        left += (
+            f" and {max(campaign.cost_left, 0.0):.3g} {campaign.task.cost_unit} of the cost budget"
+        )
+    if campaign.done and campaign.end_reason.startswith(("turn cap", "cost budget")):
         left = f"The campaign is over: {campaign.end_reason}"
     if record.kind == "analysis":
         text = record.note if m.ok else f"Error: {m.reason}"
@@ -248,7 +260,7 @@ class ChatLabEnv:
     def system_prompt(self) -> str:
         names = ", ".join(t["function"]["name"] for t in self.tools)
         return (
-            f"{self.task.brief.strip()}\n\nYou have {self.task.budget} experiments. "
+            f"{self.task.brief.strip()}\n\nYou have {budget_text(self.task)}. "
             f"Each turn, call exactly one tool ({names}) as "
             '<tool_call>{"name": ..., "arguments": {...}}</tool_call>.'
         )
@@ -268,7 +280,7 @@ class ChatLabEnv:
         for campaign in self.batch.reset(range(len(seeds)), seeds):
             known = self.task.describe_conditions(campaign.conditions)
             first = (
-                f"The campaign starts. Budget: {self.task.budget} experiments "
+                f"The campaign starts. Budget: {budget_text(self.task)} "
                 f"and at most {campaign.max_turns} tool calls."
             )
             messages = [
