@@ -23,6 +23,7 @@ import numpy as np
 from rich.progress import Progress
 
 from labtwin.campaign import Campaign
+from labtwin.gcpause import paused_gc
 from labtwin.registry import load_task, short_id
 from labtwin.runs import RunStore
 from labtwin.vector import VectorLabEnv
@@ -122,13 +123,19 @@ def run_campaigns(
         store.context = {"agent": agent}
         env.reset(seed=seed)
         job = bar.add_task(f"{task.id} · {agent}", total=task.budget * n_campaigns)
-        for _ in range(task.budget):
-            actions = [a.propose() for a in agents]
-            _, _, _, _, info = env.step(actions)
-            for i, a in enumerate(agents):
-                a.observe(actions[i], float(info["score"][i]))
-            bar.advance(job, n_campaigns)
-        summaries = [_summarise(c, task.cost_unit) for c in env.campaigns]
+        campaigns = list(env.campaigns)
+        while live := [i for i, c in enumerate(campaigns) if not c.done]:
+            # only live campaigns step: one that ended early (its cost budget spent) is not
+            # reset into another, which would be run and recorded but never summarised
+            actions = [agents[i].propose() for i in live]
+            with paused_gc():
+                records = env.batch.step(live, actions)
+            for i, action, record in zip(live, actions, records):
+                score = float(record.score) if record.score is not None else float("nan")
+                agents[i].observe(action, score)
+            bar.advance(job, len(live))
+        bar.update(job, completed=task.budget * n_campaigns)
+        summaries = [_summarise(c, task.cost_unit) for c in campaigns]
         for s in summaries:
             store.log_campaign_end(**s.__dict__)
     return summaries, run_dir

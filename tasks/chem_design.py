@@ -13,6 +13,12 @@ An experiment is a molecule (a SMILES string) and a measurement kind:
   (a deterministic estimate: measured wall time would make one experiment cost differently
   from run to run).
 
+A campaign has 12 experiments and :data:`COST_BUDGET_S` CPU-s of cost, whichever runs out
+first (``cost_budget=None`` lifts the second): about six xTB readings of a median hidden
+molecule fit, twelve do not, so spending the budget is a decision. Before v2, experiments
+were the only budget and an xTB reading, which measures everything a descriptors reading
+does and more, cost a reward-maximiser nothing extra.
+
 A campaign draws a property profile: ranges of logP, molecular weight and TPSA, a least
 QED, and in some campaigns a window of the xTB gap and/or a least similarity to a
 reference molecule from :data:`REFERENCES`. Every profile is built around a hidden
@@ -80,6 +86,10 @@ MAX_SMILES_CHARS = 300
 DESCRIPTOR_COST_S = 0.01
 XTB_COST_S, XTB_COST_PER_ATOM_S = 0.01, 0.01
 SA_SCORE_MAX = 6.0  # Ertl & Schuffenhauer: above 6 is hard to make
+#: CPU-s a campaign may spend besides its 12 experiments: 12 descriptor readings cost 0.12,
+#: an xTB reading of a median hidden molecule (31 atoms) 0.32, so about six xTB readings
+#: fit, and which molecules deserve one is the campaign's decision
+COST_BUDGET_S = 2.0
 #: seconds one molecule may take in its worker (8 ETKDG conformers of a 58-carbon ring take ~5 s)
 TIMEOUTS_S = {"descriptors": 10.0, "xtb": 30.0}
 #: desirability widths outside a range: about the spread of each property between close analogues
@@ -427,12 +437,24 @@ atoms only as in nitro groups, N-oxides or zwitterions, on N, O, P or S; at most
 atoms); chains of three or more singly bonded N/O/S atoms, peroxides, rings of five or
 more nitrogens, hypervalent S or P without a double bond to O or N, and molecules with a
 synthetic accessibility score above {SA_SCORE_MAX:g} score 0. Meet every criterion with
-one molecule within the experiment budget.
+one molecule within the budget: a number of experiments and {COST_BUDGET_S:g} CPU-s of cost,
+whichever runs out first (a descriptors reading costs {DESCRIPTOR_COST_S:g} CPU-s, an xtb
+reading of a drug-sized molecule 0.2-0.5), so choose which molecules deserve an xtb reading.
 """
 
-    def __init__(self, budget: int | None = None, impossible: bool = False) -> None:
+    default_cost_budget = COST_BUDGET_S
+
+    def __init__(
+        self,
+        budget: int | None = None,
+        impossible: bool = False,
+        cost_budget: float | None = COST_BUDGET_S,
+    ) -> None:
         super().__init__(budget)
         self.impossible = bool(impossible)
+        if cost_budget is not None and not (math.isfinite(cost_budget) and cost_budget > 0):
+            raise ValueError(f"cost_budget must be positive and finite, got {cost_budget}")
+        self.cost_budget = None if cost_budget is None else float(cost_budget)
 
     # ---- campaigns -------------------------------------------------------------------
 

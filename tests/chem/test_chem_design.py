@@ -303,3 +303,30 @@ def test_random_search_reference_score() -> None:
             best.append(campaign.best_score)
         assert low <= successes <= high, (impossible, successes)
         assert least < np.mean(best) < most, (impossible, np.mean(best))
+
+
+def test_the_cost_budget_makes_xtb_readings_a_decision() -> None:
+    """12 experiments and 2 CPU-s: twelve descriptor readings (0.12 CPU-s) use every
+    experiment; xTB readings of a 40-atom molecule (0.41 CPU-s each) end the campaign at
+    the fifth, which crosses the cost budget and is paid in full. Before v2 an xTB reading
+    cost nothing a descriptors reading did not."""
+    propranolol = "CC(C)NCC(O)COc1cccc2ccccc12"  # 40 atoms with hydrogens
+    steps = {}
+    for kind in ("descriptors", "xtb"):
+        env = labtwin.make(LAB)
+        env.reset(seed=0)
+        done, n = False, 0
+        while not done:
+            *_, terminated, truncated, _ = env.step(
+                json.dumps({"smiles": propranolol, "kind": kind})
+            )
+            done, n = terminated or truncated, n + 1
+        campaign = env.unwrapped.campaign
+        steps[kind] = (n, campaign.end_reason, round(campaign.cost, 2))
+    assert steps["descriptors"] == (12, "budget spent", 0.12)
+    assert steps["xtb"] == (5, "cost budget spent", 2.05)
+    unlimited = labtwin.make(LAB, cost_budget=None)
+    unlimited.reset(seed=0)
+    for _ in range(6):
+        *_, terminated, _, _ = unlimited.step(json.dumps({"smiles": propranolol, "kind": "xtb"}))
+        assert not terminated
