@@ -20,9 +20,10 @@ for package, folder in FOLDERS.items():
     packages += [f"{package}.{sub}" for sub in find_packages(folder)]
 
 # data files shipped inside the packages (the synthesis lab's building-block stock; the
-# viewer's vendored JavaScript, CSS and their licences)
+# alloy lab's reference-hull table; the viewer's vendored JavaScript, CSS and their licences)
 PACKAGE_DATA = {
     "labtwin.tasks": ["data/*.csv"],
+    "labtwin.simulators.materials": ["data/*.csv"],
     "labtwin.rendering": ["assets/*", "assets/*/*"],
 }
 

@@ -11,7 +11,7 @@ all rattled by 0.05 Å and strained by 1 % (triclinic). Two jobs:
 - **relax**: positions relaxed with FIRE to 0.01 eV/Å. labtwin: one
   :func:`~labtwin.simulators.materials.emt_warp.relax_emt` call; ASE's FIRE with ASE's EMT
   and with asap3, looped.
-- **alloy**: AlloyDesign-v1's experiments (``--alloys`` of the lab's random experiments:
+- **alloy**: AlloyDesign-v2's experiments (``--alloys`` of the lab's random experiments:
   2-108-atom fcc, bcc and hcp supercells, ordered or random): build, relax atoms and cell to
   0.01 eV/Å, seven-point equation of state, hull placement. labtwin: one
   :func:`~labtwin.simulators.materials.alloy.measure_alloys` call on the batched engine (the
@@ -63,7 +63,7 @@ class Config:
     device: str | None = None  # Warp device (default: cuda if present, else cpu)
     ase_cells: int = 16  # cells timed with ASE's EMT (0 skips ASE)
     asap_cells: int = 64  # cells timed with asap3 (0 skips asap3)
-    alloys: int = 32  # AlloyDesign-v1 random experiments in the alloy job (0 skips it)
+    alloys: int = 32  # AlloyDesign-v2 random experiments in the alloy job (0 skips it)
     ase_alloys: int = 4  # of those, timed with ASE's EMT (asap3 runs all of them)
     repeats: int = 3  # rounds per engine; the median is reported
     seed: int = 0
@@ -239,17 +239,17 @@ def main(argv: list[str] | None = None) -> None:
         (f"relax positions (FIRE, {cfg.fmax} eV/Å)", [(r[0], r[1], r[2], r[3]) for r in rows])
     )
     if cfg.alloys:
-        sections.append(("AlloyDesign-v1 experiments", alloy_job(cfg, console)))
+        sections.append(("AlloyDesign-v2 experiments", alloy_job(cfg, console)))
     if markdown:
         write_markdown(markdown, cfg, smoke, n_atoms, sections)
 
 
 def alloy_job(cfg: Config, console: Console) -> list[tuple[str, int, float, str]]:
-    """AlloyDesign-v1's experiments on the batched engine against v0's looped path."""
+    """AlloyDesign-v2's experiments on the batched engine against v0's looped path."""
     import labtwin
     from labtwin.simulators.materials.alloy import measure_alloys
 
-    task = labtwin.load_task("AlloyDesign-v1", device=cfg.device)
+    task = labtwin.load_task("AlloyDesign-v2", device=cfg.device)
     rng = np.random.default_rng(cfg.seed)
     specs = [task.spec_of(task.random_experiment(rng)) for _ in range(cfg.alloys)]
     atoms = sum(len(s.build()) for s in specs)
@@ -277,7 +277,7 @@ def alloy_job(cfg: Config, console: Console) -> list[tuple[str, int, float, str]
         ok = sum(r.status == "ok" for r in results)
         rows.append((label, n, seconds, f"{steps:.0f} steps, {ok}/{n} ok"))
     table = Table(
-        title=f"AlloyDesign-v1 experiments ({cfg.alloys} random, {atoms} atoms; higher is better)"
+        title=f"AlloyDesign-v2 experiments ({cfg.alloys} random, {atoms} atoms; higher is better)"
     )
     for column in ("engine", "experiments timed", "experiments / s", "per cell", "speed-up"):
         table.add_column(column, justify="left" if column == "engine" else "right")
@@ -300,7 +300,7 @@ def write_markdown(path, cfg: Config, smoke: bool, n_atoms: int, sections) -> No
         "",
         f"{cfg.cells} rattled, strained fcc cells of 4-32 atoms ({n_atoms} atoms; alloys and "
         f"vacancies among them) evaluated once and relaxed (positions, FIRE to {cfg.fmax} eV/Å), "
-        f"and {cfg.alloys} of AlloyDesign-v1's random experiments measured (build, relax atoms "
+        f"and {cfg.alloys} of AlloyDesign-v2's random experiments measured (build, relax atoms "
         "and cell, seven-point equation of state, hull placement; hulls computed beforehand). "
         f"labtwin runs every cell in one batch on Warp's `{cfg.device}` device ({cfg.dtype}); "
         "ASE's EMT and asap3's compiled EMT run one cell after another (ASE's FIRE, with a "

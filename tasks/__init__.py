@@ -17,7 +17,7 @@
   constant-pressure reactor, Cantera with GRI-Mech 3.0 (IgnitionDelay-v0).
 - :mod:`labtwin.tasks.materials_alloy` — a stable binary alloy of the EMT metals with a
   target lattice constant, relaxed on the batched Warp EMT engine, pymatgen structures, placed
-  on a convex hull (AlloyDesign-v1).
+  on a convex hull (AlloyDesign-v2).
 - :mod:`labtwin.tasks.chem_synthesis` — make a target molecule from purchasable building
   blocks with named RDKit reaction templates (SynthesisPlanning-v1), a text lab.
 

@@ -1,4 +1,4 @@
-"""Alloy design on EMT: a stable binary alloy with a target lattice constant (AlloyDesign-v1).
+"""Alloy design on EMT: a stable binary alloy with a target lattice constant (AlloyDesign-v2).
 
 The physics (:mod:`labtwin.simulators.materials`): an experiment builds a binary alloy of
 two of the EMT metals as a supercell of an fcc, bcc or hcp conventional cell, substituted
@@ -12,9 +12,11 @@ as ASE's FIRE does), fits a Birch-Murnaghan equation of state to seven isotropic
 cell (±2 %, all strained cells of a step in one batch), and measures
 
 - the formation energy per atom against the elements relaxed with the same calculator,
-- the energy above the convex hull of a fixed reference set computed once per element pair
-  (the two elements and L1_2 A3B, L1_0 AB, L1_2 AB3 and B2 AB, each relaxed; the measured
-  structure is added to the hull, so a structure below it has E_hull = 0),
+- the energy above the convex hull of every cell this lab can make for the pair (each
+  lattice, supercell, solute count, ordering and ordering seed: about 27,000 cells a pair,
+  relaxed with the same engine and tolerance, the lowest at each composition a reference;
+  shipped as a table, :mod:`labtwin.simulators.materials.hull`), so no measured cell lies
+  below the hull, and a cell reads E_hull = 0 only if nothing the lab can make lies below it,
 - the volume per atom and the fcc-equivalent lattice constant (4 V/N)^(1/3) (the lattice
   constant itself for fcc cells),
 - the bulk modulus, and the solute fraction actually built (round(fraction * N) / N).
@@ -25,14 +27,21 @@ measurements against ASE's FIRE and EMT), but the two FIRE trajectories differ i
 round-off and stop at other points below the tolerance, so readings move by up to about
 1e-3 Å and 1e-5 eV/atom and costs by a few steps.
 
+v2 replaces v1's reference hull (the two elements and L1_2 A3B, L1_0 AB, L1_2 AB3 and B2 AB)
+with the lab's whole design space: v1's hull had nothing between an element and A3B, so a
+dilute cell (Cu7Pt in fcc, say) read E_hull = 0 and was paid as stable while cells of its own
+composition in another lattice lay below it. Readings of E_hull, witnesses, targets and
+rewards change; every other reading is v1's.
+
 Every number is deterministic (the same experiment relaxes to the same structure), so the
 lab reports no uncertainty, pools nothing and confirms nothing (a repeat reads the same).
 A relaxation that does not converge in ``max_relax_steps`` or blows up, and an equation of
 state that cannot be fitted, are ``failed`` measurements with the reason.
 
-The target: each campaign draws a lattice constant near that of a hidden witness, an
-ordered cell of the reference hulls that lies on its hull with a formation energy of at
-most -20 meV/atom (a Cu-Pd, Cu-Pt or Ni-Pt compound in EMT); a measurement scores
+The target: each campaign draws a lattice constant near that of a hidden witness, a
+reference cell that lies on its pair's hull (a vertex) with a formation energy of at most
+-20 meV/atom (13 cells in EMT: 5 of Cu-Pd, 6 of Cu-Pt, 2 of Ni-Pt, 3.62-3.85 Å; Ag-Au and
+Pd-Pt mix by less than 20 meV/atom, Cu-Ag and Cu-Ni hardly at all); a measurement scores
 
     exp(-E_hull / 5 meV) * min(1, -E_f / 20 meV)_+ * exp(-(d / 0.02 Å)^2 / 2),
 
@@ -41,8 +50,8 @@ a pure element 0 (E_f = 0). ``impossible=True`` asks for 4.6 Å, beyond what any
 alloy of these metals reaches (Ag, the largest, relaxes to 4.06 Å; alloys lie between their
 elements): every score there is below 1e-100.
 
-Baselines (campaigns 0-7, budget 20): random search succeeds in 0 of 8 (mean best 0.20),
-CMA-ES in 2 of 8 (0.38), BO in 2 of 8 (0.30) (v0: 0.20, 0.39 and 0 of 8 at 0.12).
+Baselines (campaigns 0-7, budget 20): random search succeeds in 0 of 8 (mean best 0.25),
+CMA-ES in 0 of 8 (0.31), BO in 2 of 8 (0.28) (v1: 0 of 8 at 0.20, 2 at 0.38, 2 at 0.30).
 
 Cost: atoms times energy-and-force evaluations (relaxation steps + 1 + the seven EOS
 points), in thousands.
@@ -52,7 +61,7 @@ from __future__ import annotations
 
 import math
 from functools import cache
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
 from pydantic import Field
@@ -62,14 +71,19 @@ from labtwin.frames import structure_panel
 from labtwin.simulators.materials import (
     AlloyResult,
     AlloySpec,
-    e_above_hull,
+    HullReference,
     emt_backend,
     formation_energy_per_atom,
-    reference_hull,
 )
-from labtwin.simulators.materials.alloy import measure_alloys
+from labtwin.simulators.materials.alloy import (
+    DESIGN_ORDERING_SEEDS,
+    DESIGN_REPEATS,
+    fcc_equivalent_lattice_constant,
+    measure_alloys,
+)
 from labtwin.simulators.materials.emt import backend_version
 from labtwin.simulators.materials.emt_warp import default_device
+from labtwin.simulators.materials.hull import hull_vertices
 from labtwin.simulators.materials.relax import FMAX_EV_A
 from labtwin.structures import structure_artifacts
 from labtwin.task import package_versions
@@ -107,25 +121,32 @@ def alloy_score(
     return stability * formation * math.exp(-0.5 * (distance / FALLOFF_A) ** 2)
 
 
+class Witness(NamedTuple):
+    """A reference cell a campaign's target is drawn around."""
+
+    name: str  # pair and cell, e.g. "Cu-Pt Cu3Pt (fcc 1x1x1, ordered)"
+    lattice_constant_A: float  # fcc-equivalent (4 V/N)^(1/3)
+    pair: str
+    reference: HullReference
+
+
 @cache
-def witnesses(backend: str, fmax: float = FMAX_EV_A) -> tuple[tuple[str, float], ...]:
-    """(name, fcc-equivalent lattice constant) of every reference cell of the offered pairs
-    that lies on its hull with a formation energy of at most ``-FORMATION_GOAL_EV``."""
+def witnesses(backend: str, fmax: float = FMAX_EV_A) -> tuple[Witness, ...]:
+    """Every reference cell of the offered pairs that lies on its hull (a vertex) with a
+    formation energy of at most ``-FORMATION_GOAL_EV``, in order of pair and composition."""
     out = []
     for pair in PAIRS:
         host, solute = pair.split("-")
-        references = reference_hull(host, solute, backend, fmax)  # type: ignore[arg-type]
-        for ref in references:
-            e_hull = e_above_hull(references, ref.composition, ref.energy_per_atom_eV)
+        for ref in hull_vertices(host, solute):
             e_form = formation_energy_per_atom(
                 ref.energy_per_atom_eV,
                 ref.composition,
-                backend,
-                fmax,  # type: ignore[arg-type]
+                backend,  # type: ignore[arg-type]
+                fmax,
             )
-            if e_hull < 1e-9 and e_form <= -FORMATION_GOAL_EV:
-                a = (4.0 * ref.structure.volume_per_atom) ** (1.0 / 3.0)
-                out.append((f"{pair} {ref.name}", float(a)))
+            if e_form <= -FORMATION_GOAL_EV:
+                a = fcc_equivalent_lattice_constant(ref.volume_per_atom_A3)
+                out.append(Witness(f"{pair} {ref.name}", a, pair, ref))
     return tuple(out)
 
 
@@ -148,10 +169,16 @@ class AlloyCell(Experiment):
         0.0, 1.0, unit="1", description="fraction of the second element, rounded to n / N"
     )
     repeats: int = knob(
-        1, 3, unit="cells", description="supercell: the conventional cell repeated along each axis"
+        min(DESIGN_REPEATS),
+        max(DESIGN_REPEATS),
+        unit="cells",
+        description="supercell: the conventional cell repeated along each axis",
     )
     ordering_seed: int = knob(
-        0, 99, unit="1", description="seed of a random ordering (ignored when ordered)"
+        0,
+        DESIGN_ORDERING_SEEDS - 1,
+        unit="1",
+        description="seed of a random ordering (ignored when ordered)",
     )
 
 
@@ -182,7 +209,7 @@ class AlloyDesign(Task):
     tests compare against); ``device`` is the Warp device (default: cuda when present).
     """
 
-    id = "AlloyDesign-v1"
+    id = "AlloyDesign-v2"
     experiment_model = AlloyCell
     observables = (
         ObservableSpec(
@@ -194,7 +221,7 @@ class AlloyDesign(Task):
         ObservableSpec(
             "e_above_hull_eV_atom",
             "eV/atom",
-            "energy above the pair's reference convex hull (structure included)",
+            "energy above the convex hull of every cell the lab can make for the pair",
             0.05,
         ),
         ObservableSpec(
@@ -227,7 +254,8 @@ builds a supercell of an fcc, bcc or hcp cell, puts a fraction of the second ele
 its sites (by sublattice: L1_2 at 1/4 and 3/4 and L1_0 at 1/2 on fcc, B2 at 1/2 on bcc; or
 at random with a seed), relaxes atoms and cell with Effective Medium Theory, and measures
 the formation energy per atom (against the relaxed pure metals), the energy above the
-convex hull of the pair's reference compounds (pure metals, L1_2, L1_0, B2), the
+convex hull of every cell this lab can build for the pair (all lattices, supercells,
+compositions, orderings and seeds, relaxed the same way), the
 fcc-equivalent lattice constant (4 V/N)^(1/3), the volume per atom, the bulk modulus and
 the fraction actually built. Numbers are exact for the model: a repeat reads the same.
 Find a stable alloy (E_hull near 0) with a formation energy of
@@ -261,8 +289,8 @@ reading.
     def nominal_conditions(self) -> dict[str, Any]:
         if self.impossible:
             return {"target_lattice_constant_A": IMPOSSIBLE_TARGET_A, "witness": "none"}
-        name, a = witnesses(self.backend, self.fmax)[0]
-        return {"target_lattice_constant_A": a, "witness": name}
+        first = witnesses(self.backend, self.fmax)[0]
+        return {"target_lattice_constant_A": first.lattice_constant_A, "witness": first.name}
 
     def sample_conditions(self, rng: np.random.Generator) -> dict[str, Any]:
         found = witnesses(self.backend, self.fmax)
@@ -270,8 +298,11 @@ reading.
         offset = float(rng.uniform(-TARGET_OFFSET_A, TARGET_OFFSET_A))
         if self.impossible:
             return {"target_lattice_constant_A": IMPOSSIBLE_TARGET_A + offset, "witness": "none"}
-        name, a = found[index]
-        return {"target_lattice_constant_A": a + offset, "witness": name}
+        witness = found[index]
+        return {
+            "target_lattice_constant_A": witness.lattice_constant_A + offset,
+            "witness": witness.name,
+        }
 
     def spec_of(self, cell: AlloyCell) -> AlloySpec:
         host, solute = cell.pair.split("-")

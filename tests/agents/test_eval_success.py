@@ -170,7 +170,7 @@ def ignition():
 
 
 def alloy():
-    task = labtwin.load_task("AlloyDesign-v1")
+    task = labtwin.load_task("AlloyDesign-v2")
     c = {"target_lattice_constant_A": 3.70, "witness": "hand-built"}
     # stable (on the hull, E_f <= -20 meV/atom) and a lattice constant outside target
     # +- 0.02 A by d: exp(-(d / 0.02 A)^2 / 2) >= 0.9 for d <= 0.0092 A
@@ -248,7 +248,7 @@ CASES: dict[str, Callable] = {
     "WaterDensity-v2": water,
     "MoleculeDesign-v2": molecule,
     "IgnitionDelay-v0": ignition,
-    "AlloyDesign-v1": alloy,
+    "AlloyDesign-v2": alloy,
     "SynthesisPlanning-v1": synthesis,
 }
 

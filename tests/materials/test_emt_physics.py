@@ -18,11 +18,11 @@ from labtwin.simulators.materials import (
     formation_energy_per_atom,
     make_calculator,
     prototype,
-    reference_hull,
     relax,
     remove_sites,
     supercell,
 )
+from labtwin.simulators.materials.alloy import AlloySpec, reference_cells
 from labtwin.simulators.materials.eos import EV_PER_A3_IN_GPA
 from labtwin.simulators.materials.hull import BOHR_A, parameter_volume_per_atom, phase_diagram
 
@@ -196,12 +196,15 @@ def test_ase_and_pymatgen_round_trip_keeps_the_structure() -> None:
 
 def test_cu3au_forms_and_sits_on_a_consistent_hull() -> None:
     """L1_2 Cu3Au has a negative EMT formation energy (measured -14 meV/atom; experiment
-    -70 meV/atom, EMT underbinds Cu-Au), lies on the Cu-Au reference hull (E_hull = 0), and
-    pymatgen's decomposition energies of every entry are non-negative; a random Cu3Au
-    arrangement lies above the ordered one."""
-    references = reference_hull("Cu", "Au", BACKEND)
-    cu3au = next(r for r in references if r.name.startswith("L1_2 A3B"))
-    assert cu3au.composition == {"Cu": 3, "Au": 1}
+    -70 meV/atom, EMT underbinds Cu-Au), lies on the hull of the elements and the classic
+    ordered cells (L1_2 A3B, L1_0 AB, L1_2 AB3, B2 AB; E_hull = 0), and pymatgen's
+    decomposition energies of every entry are non-negative; a random Cu3Au arrangement
+    lies above the ordered one."""
+    classic = [("fcc", 0.0), ("fcc", 0.25), ("fcc", 0.5), ("fcc", 0.75), ("bcc", 0.5), ("fcc", 1.0)]
+    specs = [AlloySpec("Cu", "Au", lattice, x, "ordered", 1) for lattice, x in classic]
+    references = tuple(reference_cells(specs, BACKEND))  # the lowest cell of each composition
+    cu3au = next(r for r in references if r.composition == {"Cu": 3, "Au": 1})
+    assert cu3au.name == "Cu3Au (fcc 1x1x1, ordered)"
     e_form = formation_energy_per_atom(cu3au.energy_per_atom_eV, cu3au.composition, BACKEND)
     assert -0.05 < e_form < -0.005
     assert e_above_hull(references, cu3au.composition, cu3au.energy_per_atom_eV) == pytest.approx(

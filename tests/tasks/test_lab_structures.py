@@ -158,7 +158,7 @@ def test_synthesis_records_the_product_conformer(tmp_path) -> None:
 
 def test_alloy_records_its_relaxed_cell(tmp_path) -> None:
     """Cell volume over atoms is the measured volume per atom (the same relaxed cell)."""
-    lab = labtwin.load_task("AlloyDesign-v1")
+    lab = labtwin.load_task("AlloyDesign-v2")
     cell = {
         "pair": "Cu-Pd",
         "lattice": "fcc",
