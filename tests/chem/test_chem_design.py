@@ -330,3 +330,23 @@ def test_the_cost_budget_makes_xtb_readings_a_decision() -> None:
     for _ in range(6):
         *_, terminated, _, _ = unlimited.step(json.dumps({"smiles": propranolol, "kind": "xtb"}))
         assert not terminated
+
+
+def test_labtwin_run_summarises_campaigns_that_end_on_their_cost_budget(tmp_path) -> None:
+    """With 0.3 CPU-s, a random campaign ends at its first xTB reading or soon after, before
+    its 12 experiments. The runner used to step every slot 12 times, resetting an ended
+    campaign into a new one that was run and recorded but not summarised (and summarising
+    the new one, empty, raised): each campaign is now summarised once, as it ended."""
+    from labtwin.runner import run_campaigns
+
+    summaries, path = run_campaigns(
+        LAB, "random", n_campaigns=3, run_dir=tmp_path, progress=False, cost_budget=0.3
+    )
+    run = labtwin.runs.load(path)
+    assert [s.campaign for s in summaries] == [0, 1, 2]
+    assert {r.campaign for r in run.records} == {0, 1, 2}
+    assert any(s.experiments < 12 for s in summaries)
+    assert all(
+        len([r for r in run.records if r.campaign == s.campaign]) == s.experiments
+        for s in summaries
+    )
