@@ -2,7 +2,7 @@
 
     python bench/combustion.py [--shots 24] [--rounds 3] [--seed 0]
 
-``shots`` random experiments of IgnitionDelay-v0 (uniform in its numeric view, so every
+``shots`` random experiments of IgnitionDelay-v1 (uniform in its numeric view, so every
 fuel, diluent and corner of the box) are integrated by the engine
 (:class:`~labtwin.simulators.combustion.IgnitionPool`) with ``workers=0`` (in process, no
 isolation) and ``workers=2`` (each case alone in a spawned worker, with a timeout). Every

@@ -42,7 +42,7 @@ import numpy as np
 from labtwin.experiment import Analysis, Answer, Invalid, validate_many
 from labtwin.frames import campaign_points, lab_frame
 from labtwin.gcpause import lab_code, paused_gc
-from labtwin.measurement import Measurement, pool, to_jsonable
+from labtwin.measurement import Measurement, to_jsonable
 from labtwin.seeding import campaign_generators, integer_below
 from labtwin.task import Task
 
@@ -350,7 +350,7 @@ def score_of(
     is the campaign's experiment measurements before the step (answers use it).
 
     A repeat of an experiment the campaign already measured is scored from all
-    its measurements pooled (:func:`labtwin.measurement.pool`), so repeating
+    its measurements pooled (:meth:`labtwin.task.Task.pool`), so repeating
     the best experiment cannot harvest instrument noise: its score tends to
     the true value, not to the maximum of the noise. ``repeats`` (those of ``history``) may be given when known.
     """
@@ -359,7 +359,7 @@ def score_of(
     if kind == "experiment" and measurement.ok and task.pool_repeats:
         if repeats is None:
             repeats = [m for m in history if m.ok and m.experiment == measurement.experiment]
-        return task.score(pool([*repeats, measurement]), conditions)
+        return task.score(task.pool([*repeats, measurement]), conditions)
     if kind != "answer" or not measurement.ok:
         return task.score(measurement, conditions)
     answer = task.parse_answer(measurement.experiment)
@@ -643,8 +643,9 @@ class CampaignBatch:
         :meth:`_new_record` and its reward, written out as one loop for the kind that every
         step of a numeric agent takes (the same values)."""
         task = self.task
-        score, pooled, improvement = (
+        score, pool, pooled, improvement = (
             task.score,
+            task.pool,
             task.pool_repeats,
             self.reward_mode == "improvement",
         )

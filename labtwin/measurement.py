@@ -8,7 +8,7 @@ says why a valid experiment did not produce a result (the simulation blew up).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -156,13 +156,19 @@ class Measurement:
 _MAX_DEPTH = 64  # nesting kept in a recorded proposal; deeper parts become text
 
 
-def pool(measurements: list[Measurement]) -> Measurement:
+def pool(measurements: list[Measurement], log_normal: Collection[str] = ()) -> Measurement:
     """Repeated measurements of one experiment combined into one (the last one's other fields).
 
     Each observable becomes the inverse-variance weighted mean with standard
     error ``1 / sqrt(sum 1/sigma^2)``; where an uncertainty is zero, the plain
     mean with ``mean(sigma) / sqrt(n)``. Scoring a repeat from the pooled value
     is what keeps repeats from harvesting instrument noise.
+
+    Observables named in ``log_normal`` scatter log-normally, their error bars a
+    fixed fraction of the reading: weighting those by the reading's own error bar
+    would favour the low readings (pooled ignition delays read 4 % short at a 15 %
+    scatter). They are pooled in log space instead (:func:`pool_log_normal`) where
+    every reading and error bar is positive, else as above.
     """
     last = measurements[-1]
     if len(measurements) == 1:
@@ -171,7 +177,9 @@ def pool(measurements: list[Measurement]) -> Measurement:
     for name, value in last.observables.items():
         values = np.array([m.observables[name].value for m in measurements])
         sigmas = np.array([m.observables[name].uncertainty for m in measurements])
-        if np.all(sigmas > 0):
+        if name in log_normal and np.all(values > 0) and np.all(sigmas > 0):
+            mean, error = pool_log_normal(values, sigmas)
+        elif np.all(sigmas > 0):
             weights = 1.0 / sigmas**2
             mean = float(np.sum(weights * values) / np.sum(weights))
             error = float(1.0 / math.sqrt(np.sum(weights)))
@@ -187,6 +195,24 @@ def pool(measurements: list[Measurement]) -> Measurement:
         provenance={**last.provenance, "pooled_repeats": len(measurements)},
         notes=list(last.notes),
     )
+
+
+def pool_log_normal(values: np.ndarray, sigmas: np.ndarray) -> tuple[float, float]:
+    """The mean and standard error of positive readings ``r_i = mu exp(s_i z_i - s_i^2 / 2)``
+    (log-normal, mean ``mu``; ``z_i`` standard normal) reported with error bars
+    ``sigma_i = r_i sqrt(exp(s_i^2) - 1)``: the convention of a single reading, kept.
+
+    Each ``ln r_i + s_i^2 / 2`` estimates ``ln mu`` with variance ``s_i^2``; their
+    inverse-variance mean ``m`` has variance ``S^2 = 1 / sum(1 / s_i^2)``, and
+    ``exp(m - S^2 / 2)`` is an unbiased estimate of ``mu`` with standard deviation
+    ``exp(m - S^2 / 2) sqrt(exp(S^2) - 1)`` (that of a single reading with ``s = S``).
+    One reading pools to itself, its error bar unchanged."""
+    s2 = np.log1p((sigmas / values) ** 2)
+    weights = 1.0 / s2
+    variance = 1.0 / float(np.sum(weights))
+    m = float(np.sum(weights * (np.log(values) + s2 / 2.0))) * variance
+    mean = math.exp(m - variance / 2.0)
+    return mean, mean * math.sqrt(math.expm1(variance))
 
 
 def to_jsonable(value: Any, _depth: int = 0) -> Any:

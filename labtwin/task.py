@@ -48,7 +48,7 @@ from labtwin.experiment import (
     tool_schema,
 )
 from labtwin.gcpause import lab_code, paused_gc
-from labtwin.measurement import Measurement, ObservableSpec, Value
+from labtwin.measurement import Measurement, ObservableSpec, Value, pool
 from labtwin.readonly import ReadOnlyDict
 from labtwin.seeding import experiment_generators
 
@@ -133,6 +133,11 @@ class Task:
     #: search (an anneal from a new random start), where a repeat is a new try, not a
     #: new reading of the same quantity
     pool_repeats: ClassVar[bool] = True
+    #: observables whose readings scatter log-normally, their error bars a fixed fraction of
+    #: the reading (a delay, a rate constant): repeats of them are pooled in log space, since
+    #: weighting by each reading's own error bar would favour the low readings (see
+    #: :func:`labtwin.measurement.pool` and :meth:`pool`)
+    log_normal_observables: ClassVar[tuple[str, ...]] = ()
     #: measure a campaign's recommended experiment once more when it ends and let that fresh
     #: reading decide what the campaign earned and whether it succeeded (see
     #: :class:`labtwin.campaign.CampaignBatch`); only for labs that pool repeats and take
@@ -495,6 +500,13 @@ class Task:
             [float(conditions[spec.name]) / spec.scale for spec in self.public_conditions],
             dtype=np.float64,
         )
+
+    def pool(self, measurements: list[Measurement]) -> Measurement:
+        """Repeated ``ok`` measurements of one experiment as one, which the campaign scores
+        (:func:`labtwin.campaign.score_of`): :func:`labtwin.measurement.pool`, the
+        :attr:`log_normal_observables` in log space. A lab whose instrument calls for
+        another rule overrides this."""
+        return pool(measurements, self.log_normal_observables)
 
     def score(self, measurement: Measurement, conditions: dict[str, Any]) -> float:
         """Reward of a measurement, with the invalid score for non-``ok`` ones."""

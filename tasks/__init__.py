@@ -14,7 +14,7 @@
 - :mod:`labtwin.tasks.chem_library` — the same profiles with the molecule picked from a
   library as a choice (MoleculeLibrary-v2), a numeric lab.
 - :mod:`labtwin.tasks.combustion` — a target ignition delay of a premixed gas in a
-  constant-pressure reactor, Cantera with GRI-Mech 3.0 (IgnitionDelay-v0).
+  constant-pressure reactor, Cantera with GRI-Mech 3.0 (IgnitionDelay-v1).
 - :mod:`labtwin.tasks.materials_alloy` — a stable binary alloy of the EMT metals with a
   target lattice constant, relaxed on the batched Warp EMT engine, pymatgen structures, placed
   on a convex hull (AlloyDesign-v2).

@@ -157,7 +157,7 @@ def molecule():
 
 
 def ignition():
-    task = labtwin.load_task("IgnitionDelay-v0")
+    task = labtwin.load_task("IgnitionDelay-v1")
     c = task.nominal_conditions()
     target = c["target_delay_ms"]
     # exp(-(ln(delay / target) / 0.15)^2 / 2) >= exp(-1/2): within one error bar, 15 % in ln
@@ -247,7 +247,7 @@ CASES: dict[str, Callable] = {
     "LJ38ClusterAnneal-v0": lambda: cluster("LJ38ClusterAnneal-v0"),
     "WaterDensity-v2": water,
     "MoleculeDesign-v2": molecule,
-    "IgnitionDelay-v0": ignition,
+    "IgnitionDelay-v1": ignition,
     "AlloyDesign-v2": alloy,
     "SynthesisPlanning-v1": synthesis,
 }

@@ -101,6 +101,6 @@ def test_a_repeated_case_is_integrated_once() -> None:
 def test_the_lab_pickles_with_its_engine() -> None:
     import pickle
 
-    lab = labtwin.load_task("IgnitionDelay-v0", workers=1)
+    lab = labtwin.load_task("IgnitionDelay-v1", workers=1)
     copy = pickle.loads(pickle.dumps(lab))
     assert copy.engine.workers == 1 and copy.engine is not lab.engine

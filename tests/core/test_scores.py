@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import labtwin
-from labtwin.measurement import Measurement, Value, pool
+from labtwin.measurement import Measurement, Value, pool, pool_log_normal
 
 GOOD = {"temperature_K": 335.0, "time_min": 40.0, "feed_conc_mol_L": 0.2, "catalyst_mol_pct": 4.0}
 
@@ -21,6 +21,32 @@ def test_pool_is_the_inverse_variance_mean() -> None:
     assert pooled.observables["x"].value == pytest.approx((w @ [1.0, 2.0]) / w.sum(), rel=1e-12)
     assert pooled.observables["x"].uncertainty == pytest.approx(1 / np.sqrt(w.sum()), rel=1e-12)
     assert pooled.provenance["pooled_repeats"] == 2
+
+
+def test_log_normal_observables_pool_in_log_space_the_rest_by_inverse_variance() -> None:
+    """Two readings of 1 and 4 with error bars a fraction of each: the log-space pool is
+    their geometric mean (2) times the log-normal mean correction, with the error bar of
+    one reading at half the log-variance; a name not listed, a zero error bar or a
+    non-positive reading falls back to the rule above."""
+    rel = 0.2
+    s2 = np.log1p(rel**2)
+
+    def reading(v: float, sigma: float) -> Measurement:
+        return Measurement("ok", {"d": Value(v, "ms", sigma), "t": Value(v, "K", sigma)})
+
+    ms = [reading(1.0, rel), reading(4.0, 4 * rel)]
+    pooled = pool(ms, log_normal=("d",))
+    expected = 2.0 * np.exp(s2 / 2 - s2 / 4)  # m = ln 2 + s2 / 2, S^2 = s2 / 2
+    assert pooled["d"] == pytest.approx(expected, rel=1e-12)
+    assert pooled.observables["d"].uncertainty == pytest.approx(
+        expected * np.sqrt(np.expm1(s2 / 2)), rel=1e-12
+    )
+    assert pooled.observables["t"] == pool(ms).observables["t"]  # not listed: inverse variance
+    assert pool_log_normal(np.array([3.0]), np.array([0.6])) == pytest.approx((3.0, 0.6))
+    exact = [reading(2.0, 0.0), reading(2.0, 0.0)]
+    assert pool(exact, log_normal=("d",))["d"] == 2.0  # zero error bars: the plain mean
+    zero = [reading(0.0, 0.1), reading(1.0, 0.1)]
+    assert pool(zero, log_normal=("d",))["d"] == pytest.approx(0.5)
 
 
 def test_repeating_the_best_experiment_does_not_harvest_noise() -> None:
