@@ -28,6 +28,11 @@ promise, and returns the names of the checks that passed:
 - ``run_store``: campaigns recorded by the run store read back, re-score to
   the recorded scores with the recorded conditions, and replay from their
   seeds to the same records;
+- ``cost_budget``: for a lab with a cost budget (``Task.default_cost_budget``),
+  a campaign's ``cost_left`` is the budget less the costs of its
+  measurements, the numeric header shows that fraction, a campaign whose
+  costs reach the budget ends ("cost budget spent") and no other does, and the
+  chat view says so;
 - ``calibration``: a lab that reports any uncertainty declares at least
   three calibration points (:mod:`labtwin.calibration`) covering every
   observable with an error bar that it does not exempt with a reason, and a
@@ -388,6 +393,66 @@ def check_run_store(task: Task, n_steps: int) -> None:
             ], f"{task.id}: replaying campaign {cid} gave other records"
 
 
+def check_cost_budget(task: Task, n_steps: int) -> None:
+    """The cost budget, where the lab has one, as every view shows it: random campaigns with
+    the lab's own budget, then one with a budget below the first positive cost (so that
+    the ending is checked for every lab, whatever its costs)."""
+    column = 1 + len(task.public_conditions)  # the header's cost column
+    if task.cost_budget is None:  # the core never ends such a campaign on cost
+        env = LabEnv(task)
+        env.reset(seed=3)
+        assert env.campaign.cost_left is None
+        return
+    budget = task.cost_budget
+    try:
+        for cost_budget, seed in ((budget, 3), (None, 4)):
+            rng = np.random.default_rng(seed)
+            env = LabEnv(task)
+            obs, _ = env.reset(seed=seed)
+            if cost_budget is None:  # below the first positive cost the lab charges
+                task.cost_budget = cost_budget = _tiny_cost_budget(task, seed)
+                obs, _ = env.reset(seed=seed)
+            assert obs[0, column] == 1.0, f"{task.id}: a new campaign shows {obs[0, column]}"
+            for _ in range(task.budget):
+                obs, _, terminated, truncated, _ = env.step(random_proposal(task, rng))
+                campaign = env.campaign
+                spent = sum(r.measurement.cost for r in campaign.history)
+                assert math.isclose(campaign.cost_left, cost_budget - spent, abs_tol=1e-9)
+                shown = max(cost_budget - spent, 0.0) / cost_budget
+                assert math.isclose(float(obs[0, column]), shown, rel_tol=1e-6, abs_tol=1e-7), (
+                    f"{task.id}: the header shows {obs[0, column]} of the cost budget, "
+                    f"{shown} is left"
+                )
+                ended = campaign.end_reason == "cost budget spent"
+                assert ended == (campaign.cost_left <= 0 and campaign.remaining > 0), (
+                    f"{task.id}: cost left {campaign.cost_left}, campaign "
+                    f"{campaign.end_reason or 'live'}"
+                )
+                if terminated or truncated:
+                    break
+        assert ended, f"{task.id}: a cost budget of {cost_budget:g} did not end a campaign"
+        chat = ChatLabEnv(task)
+        chat.reset([4])
+        text = format_tool_call("propose_experiment", task.random_experiment(rng).model_dump())
+        while chat.live:
+            chat.step([text])
+        assert "cost budget spent" in json.dumps(chat.conversations[0].messages[-1]), (
+            f"{task.id}: the chat view did not say the cost budget was spent"
+        )
+    finally:
+        task.cost_budget = budget
+
+
+def _tiny_cost_budget(task: Task, seed: int) -> float:
+    """Half the smallest positive cost of a few random experiments (the first ones a
+    campaign seeded ``seed`` measures, as :func:`check_cost_budget` draws them)."""
+    rng = np.random.default_rng(seed)
+    costs = [m.cost for m in task.measure([random_proposal(task, rng) for _ in range(3)])]
+    positive = [c for c in costs if c > 0]
+    assert positive, f"{task.id}: has a cost budget, but three experiments cost nothing"
+    return min(positive) / 2
+
+
 def _tool_answer(task: Task) -> dict[str, Any]:
     """A valid answer: the middle of each bounded field (0.5 where unbounded)."""
     values = {}
@@ -441,6 +506,7 @@ def check_lab(task_or_id: Task | str, n_steps: int = 3, **task_kwargs: Any) -> l
         "hostile_inputs": lambda: check_hostile_inputs(task),
         "chat": lambda: check_chat(task),
         "run_store": lambda: check_run_store(task, n_steps),
+        "cost_budget": lambda: check_cost_budget(task, n_steps),
         "calibration": lambda: check_calibration_declared(task),
     }
     for check in checks.values():

@@ -19,6 +19,7 @@ ALL_CHECKS = [
     "hostile_inputs",
     "chat",
     "run_store",
+    "cost_budget",
     "calibration",
 ]
 

@@ -8,6 +8,7 @@ import json
 from typing import ClassVar, Literal
 
 import numpy as np
+import pytest
 from pydantic import Field
 
 from labtwin import Experiment, Measurement, ObservableSpec, Task, Value
@@ -122,3 +123,21 @@ def test_the_chat_view_tells_the_cost_budget_and_what_is_left() -> None:
 
 def test_a_lab_with_a_cost_budget_passes_check_lab() -> None:
     check_lab(ProbeLab())
+
+
+class FreeProbeLab(ProbeLab):
+    """A cost budget on experiments that cost nothing: a budget that can never end a
+    campaign, which ``check_lab`` refuses."""
+
+    id = "FreeProbe-v0"
+
+    def simulate(self, experiments, conditions, rngs):
+        return [
+            Measurement("ok", dict(m.observables), cost=0.0)
+            for m in super().simulate(experiments, conditions, rngs)
+        ]
+
+
+def test_check_lab_refuses_a_cost_budget_that_nothing_spends() -> None:
+    with pytest.raises(AssertionError, match="has a cost budget, but three experiments cost"):
+        check_lab(FreeProbeLab())
