@@ -471,7 +471,7 @@ class CampaignBatch:
         # campaign_rng of each seed, made together (a vector env resets many at a time)
         rngs = campaign_generators(campaign_seeds)
         with lab_code():
-            sampled = [self.task.sample_conditions(rng) for rng in rngs]
+            sampled = self.task.sample_conditions_batch(rngs)
         started = []
         for k, (slot, seed, rng) in enumerate(zip(slots, campaign_seeds, rngs)):
             campaign = Campaign(

@@ -217,6 +217,13 @@ class Task:
         """Hidden per-campaign state (default: the nominal lab)."""
         return self.nominal_conditions()
 
+    def sample_conditions_batch(self, rngs: list[np.random.Generator]) -> list[dict[str, Any]]:
+        """:meth:`sample_conditions` of each campaign's generator, for campaigns that start
+        together (a vector env's or a GRPO batch's resets). A lab whose draws need a
+        measurement (a hidden molecule's xTB gap) overrides this to measure them in one
+        batch; each generator must draw what it would draw alone."""
+        return [self.sample_conditions(rng) for rng in rngs]
+
     def nominal_conditions(self) -> dict[str, Any]:
         """The lab as a scientist uses it outside a campaign."""
         return {}

@@ -299,10 +299,17 @@ def _mol(smiles: str):
 @lru_cache(maxsize=4096)
 def witness_values(smiles: str, kind: str) -> dict[str, float]:
     """Measured values of a hidden molecule (builds profiles around it)."""
-    (result,) = engine().measure([smiles], kind)
-    if not result.ok:
-        raise RuntimeError(f"hidden molecule {smiles} did not measure: {result.reason}")
-    return dict(result.values)
+    return witnesses_values([smiles], kind)[0]
+
+
+def witnesses_values(smiles: list[str], kind: str) -> list[dict[str, float]]:
+    """:func:`witness_values` of several hidden molecules, in one engine call."""
+    values = []
+    for s, result in zip(smiles, engine().measure(smiles, kind)):
+        if not result.ok:
+            raise RuntimeError(f"hidden molecule {s} did not measure: {result.reason}")
+        values.append(dict(result.values))
+    return values
 
 
 def scaffold_molecule(template: str, a: str, b: str) -> str:
@@ -472,12 +479,43 @@ reading of a drug-sized molecule 0.2-0.5), so choose which molecules deserve an 
     def sample_conditions(self, rng: np.random.Generator) -> dict[str, Any]:
         """A profile around a hidden molecule (:meth:`draw_witness`), so every profile
         can be met."""
+        return self.sample_conditions_batch([rng])[0]
+
+    def sample_conditions_batch(self, rngs: list[np.random.Generator]) -> list[dict[str, Any]]:
+        """:meth:`sample_conditions` of each generator, the hidden molecules measured
+        together: one engine call per kind, so the workers share a batch's xTB runs (a
+        third of the profiles have a gap window) instead of running them one by one. Each
+        generator draws what it would draw alone, so the profiles are the same."""
+        starts = [self._draw_witness_of(rng) for rng in rngs]
+        values: dict[tuple[str, str], dict[str, float]] = {}
+        for kind in ("descriptors", "xtb"):
+            witnesses = list(dict.fromkeys(w for _, _, gap, w in starts if (kind == "xtb") == gap))
+            if witnesses:
+                values |= {
+                    (w, kind): v for w, v in zip(witnesses, witnesses_values(witnesses, kind))
+                }
+        return [
+            self._profile(rng, start, values[start[3], "xtb" if start[2] else "descriptors"])
+            for rng, start in zip(rngs, starts)
+        ]
+
+    def _draw_witness_of(self, rng: np.random.Generator) -> tuple[int, bool, bool, str]:
+        """The first draws of a profile: the reference, whether similarity and a gap window
+        are asked for, and the hidden molecule."""
         reference = int(rng.integers(len(REFERENCES)))
         use_similarity = bool(rng.random() < 0.4)
         use_gap = bool(rng.random() < 0.3)
+        return reference, use_similarity, use_gap, self.draw_witness(rng, reference, use_similarity)
+
+    def _profile(
+        self,
+        rng: np.random.Generator,
+        start: tuple[int, bool, bool, str],
+        values: dict[str, float],
+    ) -> dict[str, Any]:
+        """The rest of a profile, around the hidden molecule's measured ``values``."""
+        reference, use_similarity, use_gap, witness = start
         reference_mol = _mol(REFERENCES[reference][1])
-        witness = self.draw_witness(rng, reference, use_similarity)
-        values = witness_values(witness, "xtb" if use_gap else "descriptors")
         profile: dict[str, Any] = {"reference_index": float(reference)}
         profile["logp_min"], profile["logp_max"] = _around(
             rng, values["logp"], rng.uniform(0.8, 1.6), 1

@@ -123,6 +123,37 @@ def test_every_profile_is_met_by_its_hidden_molecule(lab) -> None:
     assert found_gap and found_similarity
 
 
+
+def test_a_batch_of_resets_measures_its_hidden_molecules_together(lab) -> None:
+    """Twelve campaigns starting together draw the profiles they would draw one by one,
+    with one engine call per kind for their hidden molecules (the workers share the xTB
+    runs) instead of one per campaign."""
+    from labtwin.tasks import chem_design
+
+    seeds = range(40, 52)
+    alone = [lab.sample_conditions(np.random.default_rng(s)) for s in seeds]
+    chem_design.engine().clear_cache()
+    calls = []
+    measure = chem_design.engine().measure
+
+    def counted(smiles, kind):
+        calls.append((len(smiles), kind))
+        return measure(smiles, kind)
+
+    chem_design.engine().measure = counted
+    try:
+        together = lab.sample_conditions_batch([np.random.default_rng(s) for s in seeds])
+    finally:
+        del chem_design.engine().measure
+    assert together == alone
+    gaps = sum(c["gap_required"] == 1.0 for c in alone)
+    assert 0 < gaps < len(alone)
+    assert sorted(calls, key=lambda c: c[1]) == [
+        (len(alone) - gaps, "descriptors"),
+        (gaps, "xtb"),
+    ]
+
+
 def success_rate(lab, seeds, picks) -> float:
     """Share of the campaigns of ``seeds`` in which one of ``picks`` (a function of the
     conditions giving SMILES), each measured by xTB, meets the whole profile."""
