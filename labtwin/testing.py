@@ -433,7 +433,9 @@ def check_cost_budget(task: Task, n_steps: int) -> None:
         assert ended, f"{task.id}: a cost budget of {cost_budget:g} did not end a campaign"
         chat = ChatLabEnv(task)
         chat.reset([4])
-        text = format_tool_call("propose_experiment", task.random_experiment(rng).model_dump())
+        text = format_tool_call(
+            "propose_experiment", task.random_experiment(rng).model_dump(mode="json")
+        )
         while chat.live:
             chat.step([text])
         assert "cost budget spent" in json.dumps(chat.conversations[0].messages[-1]), (
