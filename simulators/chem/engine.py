@@ -28,10 +28,10 @@ measured in a
 timeout, from its canonical SMILES, so a result is a function of
 ``(canonical SMILES, kind, settings)`` alone. A batch's jobs are dispatched largest
 molecule first (atoms with hydrogens: longest-processing-time-first, so that workers
-finish together); descriptor jobs (milliseconds each) travel several to a message
-(:data:`CHUNK`: one round trip for several molecules) and a worker has the next message
-queued before it finishes the last; results come back in input order whatever order the
-workers finish in.
+finish together); descriptor jobs (milliseconds each) are not sent one a message: every
+worker gets the batch once and takes its molecules one at a time from a shared queue
+(:data:`PULL_KINDS`), so none waits for the caller between molecules; results come back
+in input order whatever order the workers finish in.
 A molecule whose worker crashed or ran out of time is ``failed`` with the reason; its
 batch-mates are measured all the same (the rest of a lost chunk is measured again, one
 molecule a message).
@@ -103,8 +103,7 @@ UNITS = {**DESCRIPTOR_UNITS, **THREE_D_UNITS}
 PREFETCH = {"descriptors": 1, "xtb": 0}
 #: jobs one message to a worker carries, at most, by kind: a descriptor job's trip to its
 #: worker and back (pickling, two wake-ups of the caller) costs about a tenth of the job, so
-#: several travel together (fewer where a batch is small:
-#: :data:`~labtwin.simulators.chem.workers.MESSAGES_PER_WORKER`); xTB jobs go alone
+#: several travel together (fewer as the batch goes: guided chunks); xTB jobs go alone
 CHUNK = {"descriptors": 8, "xtb": 1}
 #: with two or more workers, a batch with at least this many new strings per worker is
 #: screened in the workers (parse, canonicalise, check: 0.5 ms a drug-sized SMILES, an
@@ -125,6 +124,16 @@ ONE_PASS = frozenset({"descriptors"})
 #: worker (the same wall time either way: 99.0 and 98.9 ms, median of 40 rounds of 32
 #: drugs) and screening first keeps a new spelling of a cached molecule from being measured
 ONE_PASS_MIN = 4
+#: kinds whose jobs the workers pull from a shared queue, one at a time, costliest first
+#: (:meth:`~labtwin.simulators.chem.workers.MoleculePool.map` with ``pull``): a descriptor
+#: job takes a millisecond or two, and a message per job, or per chunk of jobs, kept a
+#: worker waiting for the caller at every chunk's end and left one worker idle while the
+#: other finished a chunk it had been sent too early (32 drugs on 2 workers: 28.4 against
+#: 29.7 ms a batch, 1.86x against 1.78x a 1-worker engine, medians of 60 batches of the
+#: three alternating, in each of three runs). :data:`PREFETCH` and :data:`CHUNK`
+#: are what such kinds use where there is no shared queue (no
+#: :data:`~labtwin.simulators.chem.workers.PULL`)
+PULL_KINDS = frozenset({"descriptors"})
 _ONLY_STR = frozenset({str})
 
 
@@ -367,6 +376,7 @@ class MoleculeEngine:
             costs=[len(s) for s in new],
             prefetch=1,
             chunk=SCREEN_CHUNK,
+            pull=True,
         )
         found: dict[str, Screened | MoleculeResult] = {}
         for s, outcome in zip(new, outcomes):
@@ -482,6 +492,7 @@ class MoleculeEngine:
                 costs=[screened.n_atoms for screened in screenings],
                 prefetch=PREFETCH.get(kind, 0),
                 chunk=CHUNK.get(kind, 1),
+                pull=kind in PULL_KINDS,
             )
             if jobs
             else []
@@ -536,6 +547,7 @@ class MoleculeEngine:
             costs=costs,
             prefetch=PREFETCH.get(kind, 0),
             chunk=CHUNK.get(kind, 1),
+            pull=kind in PULL_KINDS,
         )
         memo = self._memo
         for s, outcome in zip(strings, outcomes):

@@ -26,6 +26,16 @@ every job in the workers and returns one :class:`Outcome` per job, in order:
   that the job that crashed or stalled the worker is failed alone, with its reason, and
   the rest are measured (a job is a pure function of its input: running it again gives
   the same value);
+- with ``pull=True`` no job travels in a message of its own: each worker gets the batch
+  once, and the workers take its jobs one at a time, costliest first, from a shared queue
+  of tickets (a pipe all of them read, each read one job), so a worker that finishes a job
+  starts the next one at once, wherever the others are, without a word to the caller; a
+  worker sends back what it has measured when it finds the queue empty, and at least every
+  :data:`FLUSH_S` seconds on the way (so a lost worker loses little). The caller wakes once
+  per reply, which for a batch of jobs of a few milliseconds is once per worker. A job's
+  clock is read from a slot of shared memory where its worker writes the job and when it
+  started; a lost worker fails the job written there, and the jobs it measured but had not
+  sent back run again (a job is a pure function of its input);
 - a job's clock starts when its worker can start it: when it is sent to an idle worker,
   when the worker answers the message before it, or when a fresh worker says it is up
   (its start-up, its ``initializer`` and reading its first message, imports say, do not
@@ -97,6 +107,18 @@ GUIDED = 1
 ENDGAME = 1
 
 
+#: with ``pull``, a worker sends back what it has measured at least this often (seconds of
+#: work); a batch of descriptor jobs (tens of milliseconds a worker) comes back in one reply
+#: per worker, an xTB job (seconds) as soon as it is done
+FLUSH_S = 0.05
+#: with ``pull``, the jobs one round puts in the ticket queue at most (4 bytes a ticket: 4 KiB,
+#: which every pipe holds without blocking the caller); a longer batch runs in rounds
+ROUND_JOBS = 1024
+_TICKET = 4  # bytes of one ticket: a job's position in its round, little-endian
+#: where ``pull`` is possible: a pipe that several processes read with non-blocking reads
+PULL = os.name == "posix"
+
+
 def timed_out(timeout_s: float) -> str:
     """The reason of a job that ran past its timeout (the caller's or its worker's clock)."""
     return f"the measurement timed out after {timeout_s:g} s"
@@ -122,6 +144,9 @@ class _Worker:
     jobs: list[list[int]] = field(default_factory=list)
     deadline: float = 0.0  # monotonic time by which it must answer for jobs[0]
     up: bool = False  # its start-up (initializer) is done: jobs[0] runs on its own clock
+    #: shared with the process: ``[start, position]`` of the job it pulled and runs now
+    #: (position -1: none), on the monotonic clock, which processes share
+    slot: Any = None
 
 
 class MoleculePool:
@@ -140,6 +165,7 @@ class MoleculePool:
         self.initializer = initializer
         self._idle: list[_Worker] = []
         self._owner_pid = os.getpid()
+        self._tickets: tuple[Any, Any] | None = None  # the pull queue: (reader, writer)
         self._lock = threading.Lock()
         #: processes started so far (a replaced worker counts again); for tests and logs
         self.started_workers = 0
@@ -153,11 +179,13 @@ class MoleculePool:
         costs: Sequence[float] | None = None,
         prefetch: int = 0,
         chunk: int = 1,
+        pull: bool = False,
     ) -> list[Outcome]:
         """``function(job)`` for each job in the workers (``function`` must pickle by
         reference: a module-level function); costliest job first where ``costs`` are
         given, up to ``prefetch`` messages queued per worker, up to ``chunk`` jobs a
-        message (see the module docs)."""
+        message, or with ``pull`` the workers taking the jobs from a shared queue (where
+        :data:`PULL`; else one job a message); see the module docs."""
         if prefetch < 0:
             raise ValueError(f"prefetch must be at least 0, got {prefetch}")
         if chunk < 1:
@@ -170,7 +198,9 @@ class MoleculePool:
             order.sort(key=lambda i: -costs[i])  # stable: ties keep the order given
         with self._lock:
             if self._owner_pid != os.getpid():  # a forked copy: the workers are not ours
-                self._idle, self._owner_pid = [], os.getpid()
+                self._idle, self._owner_pid, self._tickets = [], os.getpid(), None
+            if pull and PULL:
+                return self._pull(function, jobs, order, float(timeout_s))
             chunks = guided_chunks(order, costs, int(chunk), self.n_workers)
             return self._run(function, jobs, chunks, float(timeout_s), 1 + int(prefetch))
 
@@ -185,6 +215,10 @@ class MoleculePool:
             for worker in self._idle:
                 _stop(worker, grace_s=1.0)
             self._idle = []
+            if self._tickets is not None and self._owner_pid == os.getpid():
+                for end in self._tickets:
+                    end.close()
+            self._tickets = None
         finally:
             if locked:
                 self._lock.release()
@@ -254,7 +288,7 @@ class MoleculePool:
                 if worker.jobs and len(waiting) <= ENDGAME * self.n_workers:
                     return  # the last messages go to whichever worker is free first
             indices = waiting.pop()
-            payload = pickle.dumps((function, [jobs[i] for i in indices], timeout_s))
+            payload = pickle.dumps(("run", function, [jobs[i] for i in indices], timeout_s))
             try:
                 worker.conn.send_bytes(payload)
             except OSError:  # a worker killed from outside while idle: use a new one
@@ -343,13 +377,155 @@ class MoleculePool:
                 return worker
             _stop(worker)  # died while idle
         parent_end, child_end = _CONTEXT.Pipe()
+        slot = _CONTEXT.RawArray("d", 2)
+        slot[1] = -1.0
         process = _CONTEXT.Process(
-            target=_serve, args=(child_end, self.initializer), name="labtwin-molecule"
+            target=_serve,
+            args=(child_end, self.initializer, self._ticket_reader(), slot),
+            name="labtwin-molecule",
         )
         process.start()
         child_end.close()
         self.started_workers += 1
-        return _Worker(process, parent_end)
+        return _Worker(process, parent_end, slot=slot)
+
+    def _ticket_reader(self) -> Any:
+        """The read end of the pull queue every worker of this pool shares (``None``
+        where there is no :data:`PULL`)."""
+        if not PULL:
+            return None
+        if self._tickets is None:
+            reader, writer = _CONTEXT.Pipe(duplex=False)
+            os.set_blocking(reader.fileno(), False)  # the workers' too: one open file
+            self._tickets = (reader, writer)
+        return self._tickets[0]
+
+    # ---- one batch, pulled from the shared queue ---------------------------------------
+
+    def _pull(
+        self, function: Callable, jobs: list[Any], order: list[int], timeout_s: float
+    ) -> list[Outcome]:
+        """:meth:`map` with ``pull``: rounds of up to :data:`ROUND_JOBS` jobs in dispatch
+        order; the jobs a lost worker had measured but not sent back go into the next round
+        (first), and a round that settles no job at all (every worker lost before it took
+        one: a worker that does not start, say) fails its first job with the reason, so
+        that every round settles one job at least."""
+        outcomes: list[Outcome | None] = [None] * len(jobs)
+        errors: list[tuple[int, BaseException, str]] = []
+        pickled = pickle.dumps(function)  # once a batch
+        waiting = list(order)
+        while waiting and not errors:
+            batch, waiting = waiting[:ROUND_JOBS], waiting[ROUND_JOBS:]
+            lost = self._pull_round(pickled, jobs, batch, timeout_s, outcomes, errors)
+            left = [i for i in batch if outcomes[i] is None]
+            if len(left) == len(batch) and not errors:
+                outcomes[left.pop(0)] = Outcome(failed=lost or "the worker was lost")
+            waiting = left + waiting
+        if errors:
+            index, err, text = errors[0]
+            raise err from RemoteTraceback(f"job {index} in a molecule worker:\n{text}")
+        return outcomes  # type: ignore[return-value]
+
+    def _pull_round(
+        self,
+        function: bytes,
+        jobs: list[Any],
+        batch: list[int],
+        timeout_s: float,
+        outcomes: list[Outcome | None],
+        errors: list[tuple[int, BaseException, str]],
+    ) -> str:
+        """One round: the tickets of ``batch`` (its positions, in order) into the queue,
+        the batch to up to ``n_workers`` workers, and their replies into ``outcomes``
+        until each has found the queue empty or is lost. Returns the reason the last lost
+        worker was lost ("" if none was)."""
+        reader, writer = self._tickets or (None, None)
+        if reader is None:
+            self._ticket_reader()
+            reader, writer = self._tickets  # type: ignore[misc]
+        _drain(reader)  # tickets an interrupted batch left behind
+        os.write(
+            writer.fileno(), b"".join(p.to_bytes(_TICKET, "little") for p in range(len(batch)))
+        )
+        payload = pickle.dumps(("pull", function, [jobs[i] for i in batch], timeout_s))
+        busy: list[_Worker] = []
+        lost = ""
+        while len(busy) < min(self.n_workers, len(batch)):
+            worker = self._take_worker()
+            worker.slot[1] = -1.0
+            try:
+                worker.conn.send_bytes(payload)
+            except OSError:  # killed from outside while idle: use a new one
+                _stop(worker)
+                continue
+            worker.deadline = time.monotonic() + self.startup_timeout_s
+            busy.append(worker)
+        poller = _Poller()
+        try:
+            while busy:
+                now = time.monotonic()
+                wake = min(_pull_deadline(w, timeout_s, now) for w in busy)
+                ready = poller.wait(busy, max(0.0, wake - now))
+                for worker in list(busy):
+                    done = False
+                    if worker.conn in ready:
+                        done = self._pull_replies(worker, batch, timeout_s, outcomes, errors)
+                    if done:
+                        busy.remove(worker)
+                        if not _readable(worker.process.sentinel):
+                            self._idle.append(worker)
+                        else:
+                            _stop(worker)
+                        continue
+                    reason = _pull_lost(worker, ready, timeout_s, self.startup_timeout_s)
+                    if reason:
+                        busy.remove(worker)
+                        _stop(worker)
+                        position = int(worker.slot[1])  # the job it ran (read once it ended)
+                        if position >= 0 and outcomes[batch[position]] is None:
+                            outcomes[batch[position]] = Outcome(failed=reason)
+                        lost = reason
+        except BaseException:  # interrupted: the busy workers' state is unknown
+            for worker in busy:
+                _stop(worker)
+            raise
+        return lost
+
+    def _pull_replies(
+        self,
+        worker: _Worker,
+        batch: list[int],
+        timeout_s: float,
+        outcomes: list[Outcome | None],
+        errors: list[tuple[int, BaseException, str]],
+    ) -> bool:
+        """Read the replies a pulling worker has sent; whether it has found the queue
+        empty (or raised: it takes no more jobs). A worker that ended mid-reply is left to
+        :func:`_pull_lost`."""
+        readable = True  # the poll said so for the first reply; after it, ask again
+        while readable or _readable(worker.conn):
+            readable = False
+            try:
+                reply = pickle.loads(worker.conn.recv_bytes())
+            except (EOFError, OSError):
+                return False
+            if reply[0] == "up":
+                worker.up = True
+                continue
+            tag, values, late = reply[:3]
+            for position, value in values:
+                outcomes[batch[position]] = Outcome(value)
+            for position in late:
+                outcomes[batch[position]] = Outcome(failed=timed_out(timeout_s))
+            if tag == "error":
+                _, _, _, err, text, position = reply
+                errors.append((batch[position], err, text))
+                outcomes[batch[position]] = Outcome(
+                    failed="the measurement raised (re-raised in the caller)"
+                )
+            if tag != "part":
+                return True
+        return False
 
 
 class _Poller:
@@ -396,6 +572,45 @@ def _readable(handle: multiprocessing.connection.Connection | int) -> bool:
     return bool(poll.poll(0))
 
 
+def _pull_deadline(worker: _Worker, timeout_s: float, now: float) -> float:
+    """When the caller must look at a pulling worker again: the end of its start-up, or
+    of the timeout of the job its slot shows, or (between jobs) ``timeout_s`` from now."""
+    if not worker.up:
+        return worker.deadline
+    start, position = worker.slot[0], worker.slot[1]
+    return start + timeout_s if position >= 0 else now + timeout_s
+
+
+def _pull_lost(worker: _Worker, ready: set, timeout_s: float, startup_timeout_s: float) -> str:
+    """Why a pulling worker is lost ("" if it is not): it ended, it did not start in
+    time, or the job its slot shows has run past ``timeout_s`` (read twice, so that a job
+    that has just ended is not taken for the next one)."""
+    if worker.process.sentinel in ready or _readable(worker.process.sentinel):
+        worker.process.join(5.0)
+        return crash_reason(worker.process.exitcode)
+    now = time.monotonic()
+    if not worker.up:
+        if now >= worker.deadline:
+            return f"the worker process did not start within {startup_timeout_s:g} s"
+        return ""
+    start, position = worker.slot[0], worker.slot[1]
+    if position < 0 or now < start + timeout_s:
+        return ""
+    if (worker.slot[0], worker.slot[1]) != (start, position):
+        return ""  # it moved on between the two reads
+    return timed_out(timeout_s)
+
+
+def _drain(reader: Any) -> None:
+    """Empty the pull queue (non-blocking reads until there is nothing)."""
+    while True:
+        try:
+            if not os.read(reader.fileno(), 65536):
+                return
+        except BlockingIOError:
+            return
+
+
 def guided_chunks(
     order: list[int], costs: Sequence[float] | None, most: int, n_workers: int
 ) -> list[list[int]]:
@@ -429,14 +644,18 @@ def _stop(worker: _Worker, grace_s: float = 0.0) -> None:
 
 
 def _serve(
-    conn: multiprocessing.connection.Connection, initializer: Callable[[], None] | None
+    conn: multiprocessing.connection.Connection,
+    initializer: Callable[[], None] | None,
+    tickets: multiprocessing.connection.Connection | None = None,
+    slot: Any = None,
 ) -> None:
     """A worker's loop: receive a message of jobs (and the pickled function, unpickled when
     it differs from the last message's), run them one after another, each on its own
     clock, and send back their results in one reply, with the positions of the jobs
-    that ran past the timeout. Once, when ``initializer`` (imports, tables) has run and the
-    first message is read (its function's module imported), say it is up: the start-up
-    clock stops there."""
+    that ran past the timeout; or, for a ``"pull"`` message, take the jobs from the
+    ``tickets`` queue (:func:`_pull_jobs`). Once, when ``initializer`` (imports, tables)
+    has run and the first message is read (its function's module imported), say it is up:
+    the start-up clock stops there."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the caller, which ends us
     os.environ["OMP_NUM_THREADS"] = "1"  # read when tblite's OpenMP runtime loads, below
     if initializer is not None:
@@ -450,12 +669,15 @@ def _serve(
             return
         position = 0
         try:
-            blob, jobs, timeout_s = pickle.loads(data)
+            tag, blob, jobs, timeout_s = pickle.loads(data)
             if blob != pickled:
                 function, pickled = pickle.loads(blob), blob
             if not up:
                 conn.send_bytes(_UP)
                 up = True
+            if tag == "pull":
+                _pull_jobs(conn, function, jobs, timeout_s, tickets, slot)
+                continue
             values, late = [], []
             for position, job in enumerate(jobs):
                 start = time.monotonic()
@@ -465,14 +687,66 @@ def _serve(
                     values[-1] = None
             reply = pickle.dumps(("done", values, late))
         except Exception as err:  # noqa: BLE001 - re-raised in the caller
-            text = traceback.format_exc()
-            try:
-                reply = pickle.dumps(("error", err, text, position))
-                pickle.loads(reply)
-            except Exception:  # noqa: BLE001 - an exception that does not round-trip
-                error = RuntimeError(f"{type(err).__name__}: {err}")
-                reply = pickle.dumps(("error", error, text, position))
+            reply = _error_reply(err, position)
         conn.send_bytes(reply)
+
+
+def _error_reply(err: Exception, position: int, head: tuple = ()) -> bytes:
+    """The pickled ``("error", *head, err, traceback, position)`` reply; an exception that
+    does not pickle and unpickle goes as a ``RuntimeError`` with its text."""
+    text = traceback.format_exc()
+    try:
+        reply = pickle.dumps(("error", *head, err, text, position))
+        pickle.loads(reply)
+    except Exception:  # noqa: BLE001 - an exception that does not round-trip
+        error = RuntimeError(f"{type(err).__name__}: {err}")
+        reply = pickle.dumps(("error", *head, error, text, position))
+    return reply
+
+
+def _pull_jobs(
+    conn: multiprocessing.connection.Connection,
+    function: Callable,
+    jobs: list[Any],
+    timeout_s: float,
+    tickets: multiprocessing.connection.Connection,
+    slot: Any,
+) -> None:
+    """Take tickets (positions in ``jobs``) from the shared queue one at a time and run
+    their jobs, each written into ``slot`` while it runs (its start, then its position),
+    until the queue is empty; send back ``(position, value)`` pairs and the positions of
+    the jobs that ran past the timeout, as ``"part"`` replies every :data:`FLUSH_S`
+    seconds and a ``"done"`` reply at the end (``"error"`` with the pairs so far where
+    ``function`` raised: the worker then takes no more)."""
+    fd = tickets.fileno()
+    values: list[tuple[int, Any]] = []
+    late: list[int] = []
+    flushed = time.monotonic()
+    while True:
+        try:
+            ticket = os.read(fd, _TICKET)
+        except BlockingIOError:  # the queue is empty: the round is done
+            break
+        position = int.from_bytes(ticket, "little")
+        start = time.monotonic()
+        slot[0] = start
+        slot[1] = position
+        try:
+            value = function(jobs[position])
+        except Exception as err:  # noqa: BLE001 - re-raised in the caller
+            slot[1] = -1.0
+            conn.send_bytes(_error_reply(err, position, head=(values, late)))
+            return
+        slot[1] = -1.0
+        end = time.monotonic()
+        if end - start > timeout_s:
+            late.append(position)
+        else:
+            values.append((position, value))
+        if end - flushed >= FLUSH_S:
+            conn.send_bytes(pickle.dumps(("part", values, late)))
+            values, late, flushed = [], [], end
+    conn.send_bytes(pickle.dumps(("done", values, late)))
 
 
 _POOLS: weakref.WeakSet[MoleculePool] = weakref.WeakSet()

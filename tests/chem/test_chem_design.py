@@ -123,7 +123,6 @@ def test_every_profile_is_met_by_its_hidden_molecule(lab) -> None:
     assert found_gap and found_similarity
 
 
-
 def test_a_batch_of_resets_measures_its_hidden_molecules_together(lab) -> None:
     """Twelve campaigns starting together draw the profiles they would draw one by one,
     with one engine call per kind for their hidden molecules (the workers share the xTB
