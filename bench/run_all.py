@@ -85,16 +85,21 @@ PACKAGES = (
 )
 
 
-def machine() -> str:
-    """One line on the CPU, cores and memory."""
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; else what :mod:`platform` says)."""
     model = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return model
+
+
+def machine() -> str:
+    """One line on the CPU, cores and memory."""
+    model = cpu_model()
     memory = ""
     try:
         kib = int(Path("/proc/meminfo").read_text().split()[1])
@@ -175,8 +180,9 @@ def run_one(bench: Bench, python: str, smoke: bool) -> tuple[str, float]:
         else:
             body = out.read_text()
     stamp = (
-        f"\n_{dt.date.today().isoformat()}, {seconds:.0f} s; load average (1, 5, 15 min) "
-        f"{before} before, {load()} after._\n"
+        f"\n_{dt.date.today().isoformat()}, {seconds:.0f} s on {cpu_model()} "
+        f"({os.cpu_count()} cores); load average (1, 5, 15 min) {before} before, {load()} "
+        "after._\n"
     )
     lines = body.rstrip("\n").split("\n", 1)
     body = lines[0] + "\n" + stamp + ("\n" + lines[1] if len(lines) > 1 else "") + "\n"
@@ -198,7 +204,16 @@ def old_sections(path: Path) -> dict[str, str]:
     }
 
 
-def header(command: str, started_load: str, idle: bool) -> str:
+def header(command: str, started_load: str, idle: bool, only: list[str] | None) -> str:
+    """The file's head: this run's command, date, machine, load and versions; after a run
+    of some sections (``only``), which ones it measured (each section's stamp gives its
+    own date and CPU)."""
+    scope = (
+        f" It measured {', '.join(only)}; the other sections are kept from earlier runs, each "
+        "with its own date and CPU in its stamp."
+        if only
+        else ""
+    )
     warn = (
         ""
         if idle
@@ -207,7 +222,7 @@ def header(command: str, started_load: str, idle: bool) -> str:
     )
     return (
         "# Benchmark results\n\n"
-        f"Written by `{command}` on {dt.datetime.now().strftime('%Y-%m-%d %H:%M')}.\n\n"
+        f"Written by `{command}` on {dt.datetime.now().strftime('%Y-%m-%d %H:%M')}.{scope}\n\n"
         f"- Machine: {machine()}.\n"
         f"- Load average (1, 5, 15 min) as the run started: {started_load}.\n"
         f"- Versions: {versions()}.\n"
@@ -261,7 +276,7 @@ def main() -> None:
     command = " ".join(["python", "bench/run_all.py", *sys.argv[1:]])
     order = [b.name for b in BENCHES] + [n for n in sections if n not in names]
     body = "\n".join(sections[n] for n in order if n in sections)
-    args.output.write_text(header(command, started_load, idle) + "\n" + body)
+    args.output.write_text(header(command, started_load, idle, args.only) + "\n" + body)
     console.print(f"wrote {args.output}")
 
 
