@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import platform
 import shlex
 import sys
 from collections.abc import Iterator
@@ -25,6 +26,17 @@ def add_markdown_option(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="also write the results as one markdown section to FILE (bench/run_all.py)",
     )
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; else what :mod:`platform` says)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def command_line() -> str:

@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from _report import cpu_model
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -83,18 +84,6 @@ PACKAGES = (
     "cantera",
     "pymbar",
 )
-
-
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``; else what :mod:`platform` says)."""
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return model
 
 
 def machine() -> str:
