@@ -26,8 +26,11 @@ have given, and the run goes on. Up to ``max_replacements`` replacements per eng
 and call; ``replacements`` lists each (engine index, reason). An exception raised inside
 an engine (bad arguments) is not a death: it is re-raised on the driver, as in one
 process. With ``timeout_s``, an engine that has not answered a call within it (hung: a
-deadlock, a stopped process) is killed and replaced the same way; a new engine's start
-has no deadline (a vLLM engine takes minutes).
+deadlock, a stopped process) is killed and replaced the same way. With
+``startup_timeout_s``, an engine that is not up (built, and loaded with the synced
+weights) within it is killed too: at the start the run stops with the reason, and a
+replacement that does not come up counts as one more replacement of that engine (a vLLM
+engine takes minutes to start, so neither deadline is set by default).
 """
 
 from __future__ import annotations
@@ -46,6 +49,10 @@ from ray.exceptions import GetTimeoutError, RayActorError
 
 from labtwin.agents.train_config import TrainConfig
 from labtwin.distributed import actor_death
+
+
+class _NotUp(Exception):
+    """A new engine was not up within the generator's ``startup_timeout_s``."""
 
 
 class GenerationEngine:
@@ -92,7 +99,9 @@ class RayGenerator:
     cluster has a GPU per engine); ``max_replacements``: how many times one call may
     replace a dead engine before the run stops with the reason; ``timeout_s``: seconds an
     engine may take to answer a call before it is taken for hung and replaced (None: no
-    deadline). Ray must be initialised.
+    deadline); ``startup_timeout_s``: seconds a new engine may take to be up (None: no
+    deadline); ``engine_class``: the actor class (:class:`GenerationEngine`; a test may
+    pass one that misbehaves). Ray must be initialised.
     """
 
     def __init__(
@@ -103,17 +112,20 @@ class RayGenerator:
         num_gpus: float | None = None,
         max_replacements: int = 2,
         timeout_s: float | None = None,
+        startup_timeout_s: float | None = None,
+        engine_class: type = GenerationEngine,
     ) -> None:
         if engines < 1:
             raise ValueError(f"engines must be at least 1, got {engines}")
         self.policy = policy
         self.max_replacements = max_replacements
         self.timeout_s = timeout_s
+        self.startup_timeout_s = startup_timeout_s
         #: (engine index, reason) of each replacement, in order
         self.replacements: list[tuple[int, str]] = []
         if num_gpus is None:
             num_gpus = 1.0 if ray.cluster_resources().get("GPU", 0.0) >= engines else 0.0
-        self._actor = ray.remote(GenerationEngine).options(
+        self._actor = ray.remote(engine_class).options(
             num_cpus=1, num_gpus=num_gpus, max_restarts=0
         )
         # the policy's parts, not the policy: it keeps caches (weak references) that do not pickle
@@ -127,7 +139,15 @@ class RayGenerator:
         self._cfg = asdict(cfg)
         self._weights: Any = None  # the last synced weights in the object store (None: as built)
         self.engines = [self._actor.remote(self._parts, self._cfg) for _ in range(engines)]
-        self.info = ray.get([e.ready.remote() for e in self.engines])
+        try:
+            self.info = ray.get(
+                [e.ready.remote() for e in self.engines], timeout=self.startup_timeout_s
+            )
+        except GetTimeoutError:
+            self.close()
+            raise RuntimeError(
+                f"the generation engines were not up within {self.startup_timeout_s:g} s"
+            ) from None
 
     @property
     def tokenizer(self) -> Any:
@@ -177,8 +197,10 @@ class RayGenerator:
                         ref, sent = call(self._new_engine(k)), time.monotonic()
                     results.append(ray.get(ref, timeout=self._time_left(sent)))
                     break
-                except (RayActorError, GetTimeoutError) as err:
-                    if isinstance(err, GetTimeoutError):
+                except (RayActorError, GetTimeoutError, _NotUp) as err:
+                    if isinstance(err, _NotUp):
+                        reason = str(err)
+                    elif isinstance(err, GetTimeoutError):
                         reason = f"the generation engine did not answer within {self.timeout_s:g} s"
                     else:
                         reason = actor_death(err, "generation engine")
@@ -201,11 +223,23 @@ class RayGenerator:
 
     def _new_engine(self, k: int) -> Any:
         """A new engine in place of engine ``k``, built as the others were and loaded with
-        the last synced weights."""
+        the last synced weights, within ``startup_timeout_s`` (else :class:`_NotUp`)."""
         engine = self.engines[k] = self._actor.remote(self._parts, self._cfg)
-        self.info[k] = ray.get(engine.ready.remote())
-        if self._weights is not None:
-            ray.get(engine.load_weights.remote(self._weights))
+        started = time.monotonic()
+
+        def time_left() -> float | None:
+            if self.startup_timeout_s is None:
+                return None
+            return max(0.0, started + self.startup_timeout_s - time.monotonic())
+
+        try:
+            self.info[k] = ray.get(engine.ready.remote(), timeout=time_left())
+            if self._weights is not None:
+                ray.get(engine.load_weights.remote(self._weights), timeout=time_left())
+        except GetTimeoutError:
+            raise _NotUp(
+                f"the new generation engine was not up within {self.startup_timeout_s:g} s"
+            ) from None
         return engine
 
     def close(self) -> None:

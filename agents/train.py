@@ -276,7 +276,11 @@ def make_generator(
         from labtwin.agents.ray_generation import RayGenerator
 
         return RayGenerator(
-            policy, cfg, cfg.generation_engines, timeout_s=cfg.generation_timeout_s
+            policy,
+            cfg,
+            cfg.generation_engines,
+            timeout_s=cfg.generation_timeout_s,
+            startup_timeout_s=cfg.generation_startup_timeout_s,
         ), {}
     if cfg.backend == "hf":
         return policy, {"logits_processor": make_grammar(policy, task, cfg)}

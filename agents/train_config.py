@@ -80,6 +80,8 @@ class TrainConfig:
     """with ray: generation engines (actors); 1 samples exactly what the local engine samples"""
     generation_timeout_s: float | None = None
     """with ray: seconds an engine may take to answer a call before it is replaced as hung (None: no deadline)"""
+    generation_startup_timeout_s: float | None = None
+    """with ray: seconds a new engine may take to be up, at the start or as a replacement (None: no deadline)"""
     lab_workers: int = 0
     """Ray lab workers stepping the rollouts' campaigns (0: in this process; Ray 'auto' unless ray is set)"""
     threads: int = 1
@@ -134,8 +136,9 @@ class TrainConfig:
         self._at_least(1, "threads", "warmstart_batch", "eval_campaigns", "checkpoint_every")
         self._at_least(1, "vocab_size", "layers", "generation_engines")
         self._at_least(0, "lab_workers")
-        if self.generation_timeout_s is not None:
-            self._positive("generation_timeout_s")
+        for name in ("generation_timeout_s", "generation_startup_timeout_s"):
+            if getattr(self, name) is not None:
+                self._positive(name)
         self._at_least(2, "group_size")
         self._positive("learning_rate", "warmstart_learning_rate", "max_grad_norm", "temperature")
         self._non_negative("clip_low", "clip_high", "kl_coef", "invalid_penalty")

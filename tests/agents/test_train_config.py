@@ -45,6 +45,7 @@ def test_aggregation_choices_are_the_losses() -> None:
         ({"micro_batch_size": 0}, "micro_batch_size must be at least 1"),
         ({"generation_timeout_s": 0.0}, "generation_timeout_s must be a finite number > 0"),
         ({"generation_timeout_s": "soon"}, "generation_timeout_s must be"),
+        ({"generation_startup_timeout_s": -1.0}, "generation_startup_timeout_s must be a finite"),
         ({"learning_rate": 0.0}, "learning_rate must be a finite number > 0"),
         ({"warmstart_learning_rate": float("nan")}, "warmstart_learning_rate must be a finite"),
         ({"temperature": 0}, "temperature must be a finite number > 0"),

@@ -12,9 +12,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from pathlib import Path
 
 import pytest
 import torch
+from ray_labs import SLOW_START_MARKER, SlowStartEngine
 
 from labtwin.agents.ray_generation import RayGenerator
 from labtwin.agents.train import TrainConfig, make_policy
@@ -71,3 +73,37 @@ def test_a_killed_engine_is_replaced_and_samples_with_the_synced_weights(ray_clu
             generator.generate(prompts, **ask)
     finally:
         generator.close()
+
+
+def test_an_engine_that_does_not_come_up_is_replaced_or_stops_the_start(ray_cluster) -> None:
+    """With ``startup_timeout_s``, a replacement whose build hangs is killed once the
+    deadline passes and counts as a replacement; the next one, which comes up, samples what
+    the first engine sampled. At the start, engines that do not come up stop the run."""
+    cfg = TrainConfig(budget=1, progress=False)
+    policy = make_policy(cfg)
+    marker = Path(SLOW_START_MARKER)
+    marker.unlink(missing_ok=True)
+    generator = RayGenerator(policy, cfg, engines=1, engine_class=SlowStartEngine)
+    try:
+        prompts = [policy.tokenizer("heat it", add_special_tokens=False)["input_ids"]]
+        ask = {"n": 2, "max_new_tokens": 8, "temperature": 1.0, "seed": 5}
+        first = sampled(generator.generate(prompts, **ask))
+        generator.startup_timeout_s = 20.0  # an engine is up in a few seconds here
+        marker.touch()  # the next engine hangs in its build (the one after it does not)
+        os.kill(generator.info[0]["pid"], signal.SIGKILL)
+        assert sampled(generator.generate(prompts, **ask)) == first
+        reasons = [reason for _, reason in generator.replacements]
+        assert reasons[0].startswith("the generation engine process died")
+        assert reasons[1:] == ["the new generation engine was not up within 20 s"]
+    finally:
+        generator.close()
+        marker.unlink(missing_ok=True)
+
+    marker.touch()
+    try:
+        with pytest.raises(RuntimeError, match="were not up within 2 s"):
+            RayGenerator(
+                policy, cfg, engines=1, engine_class=SlowStartEngine, startup_timeout_s=2.0
+            )
+    finally:
+        marker.unlink(missing_ok=True)
