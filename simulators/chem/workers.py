@@ -112,7 +112,8 @@ ENDGAME = 1
 #: per worker, an xTB job (seconds) as soon as it is done
 FLUSH_S = 0.05
 #: with ``pull``, the jobs one round puts in the ticket queue at most (4 bytes a ticket: 4 KiB,
-#: which every pipe holds without blocking the caller); a longer batch runs in rounds
+#: which a pipe holds without blocking the caller: Linux's 64 KiB, macOS's 16 KiB); a longer
+#: batch runs in rounds
 ROUND_JOBS = 1024
 _TICKET = 4  # bytes of one ticket: a job's position in its round, little-endian
 #: where ``pull`` is possible: a pipe that several processes read with non-blocking reads
@@ -444,9 +445,9 @@ class MoleculePool:
             self._ticket_reader()
             reader, writer = self._tickets  # type: ignore[misc]
         _drain(reader)  # tickets an interrupted batch left behind
-        os.write(
-            writer.fileno(), b"".join(p.to_bytes(_TICKET, "little") for p in range(len(batch)))
-        )
+        tickets = memoryview(b"".join(p.to_bytes(_TICKET, "little") for p in range(len(batch))))
+        while tickets:  # all of them before any worker reads (a write may be partial)
+            tickets = tickets[os.write(writer.fileno(), tickets) :]
         payload = pickle.dumps(("pull", function, [jobs[i] for i in batch], timeout_s))
         busy: list[_Worker] = []
         lost = ""
