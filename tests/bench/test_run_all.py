@@ -10,18 +10,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def cpu_model() -> str:
-    """``bench/run_all.py``'s name for this machine's CPU (the runner is a script, not a
-    module of the package: asked in a process of its own)."""
-    return subprocess.run(
-        [sys.executable, "-c", "import run_all; print(run_all.cpu_model())"],
-        cwd=ROOT / "bench",
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-
-
 def run_all(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(ROOT / "bench" / "run_all.py"), *args],
@@ -32,7 +20,9 @@ def run_all(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_the_runner_writes_each_section_with_its_command_and_keeps_the_others(tmp_path) -> None:
+def test_the_runner_writes_each_section_with_its_command_and_keeps_the_others(
+    tmp_path, cpu_model: str
+) -> None:
     out = tmp_path / "RESULTS.md"
     done = run_all("--smoke", "--only", "combustion", "-o", str(out))
     assert done.returncode == 0, done.stderr
@@ -45,7 +35,7 @@ def test_the_runner_writes_each_section_with_its_command_and_keeps_the_others(tm
     assert "load average (1, 5, 15 min)" in text
     # each section's stamp names the CPU it ran on (kept sections may come from others),
     # and the head which sections this run measured
-    assert f"s on {cpu_model()} ({os.cpu_count()} cores); load average" in text
+    assert f"s on {cpu_model} ({os.cpu_count()} cores); load average" in text
     assert "It measured combustion; the other sections are kept" in text
     # a second partial run replaces its own section and keeps the first one's
     out.write_text(text.replace("| in process, serial |", "| in process, serial (old) |"))
