@@ -12,7 +12,7 @@
 - :mod:`labtwin.tasks.chem_design` — molecules (SMILES) against a drug-like property
   profile, measured by RDKit and GFN2-xTB (MoleculeDesign-v2), a text lab.
 - :mod:`labtwin.tasks.chem_library` — the same profiles with the molecule picked from a
-  library as a choice (MoleculeLibrary-v2), a numeric lab.
+  library as a choice (MoleculeLibrary-v3), a numeric lab.
 - :mod:`labtwin.tasks.combustion` — a target ignition delay of a premixed gas in a
   constant-pressure reactor, Cantera with GRI-Mech 3.0 (IgnitionDelay-v1).
 - :mod:`labtwin.tasks.materials_alloy` — a stable binary alloy of the EMT metals with a
