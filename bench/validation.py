@@ -142,14 +142,23 @@ suite a six-seed gross check of WaterDensity-v2; the MD labs' full tables take 1
 minutes on two cores and are marked `validation` (`python -m pytest -m validation`, or
 this page's generator), outside CI's time.
 """
-    # one section per lab between markers: a run for some labs keeps the others' sections
+    # one section per lab between markers: a run for some labs keeps the other registered
+    # labs' sections, in the page's order; a new version of a lab takes its old one's place
     old = args.out.read_text() if args.out.exists() else ""
-    kept = {
-        lab: block
-        for lab, block in re.findall(r"<!-- lab:(\S+) -->\n(.*?)<!-- /lab -->\n", old, re.S)
-    }
-    kept.update(dict(zip(labs, sections)))
-    body = "".join(f"<!-- lab:{lab} -->\n{block}<!-- /lab -->\n" for lab, block in kept.items())
+    registered = {short_id(lab) for lab in labtwin.list_tasks()}
+    page = re.findall(r"<!-- lab:(\S+) -->\n(.*?)<!-- /lab -->\n", old, re.S)
+    fresh = dict(zip(labs, sections))
+    order: list[str] = []
+    for lab, _ in page:
+        newer = [n for n in fresh if n.rsplit("-v", 1)[0] == lab.rsplit("-v", 1)[0]]
+        order += [n for n in newer if n not in order] if lab not in registered else [lab]
+    order += [lab for lab in fresh if lab not in order]
+    blocks = dict(page) | fresh
+    body = "".join(
+        f"<!-- lab:{lab} -->\n{blocks[lab]}<!-- /lab -->\n"
+        for lab in dict.fromkeys(order)
+        if lab in registered
+    )
     args.out.write_text(header + "\n" + body)
     print(f"wrote {args.out}")
 
