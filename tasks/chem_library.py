@@ -60,6 +60,7 @@ from labtwin.tasks.chem_design import (
     MoleculeDesign,
     _mol,
     criteria,
+    witness_values,
     witnesses_values,
 )
 
@@ -109,16 +110,17 @@ NARROWABLE = (
 
 
 @cache
-def library_values(kind: str) -> dict[str, dict[str, float]]:
-    """Every library molecule's measured values (``kind`` ``"xtb"`` adds the gap), by
-    SMILES: one engine call per process and kind."""
-    return dict(zip(LIBRARY_SMILES, witnesses_values(list(LIBRARY_SMILES), kind)))
+def library_descriptors() -> dict[str, dict[str, float]]:
+    """Every library molecule's descriptor values, by SMILES: one engine call per process."""
+    return dict(zip(LIBRARY_SMILES, witnesses_values(list(LIBRARY_SMILES), "descriptors")))
 
 
-def meets(values: dict[str, float], profile: dict[str, Any]) -> bool:
-    """Whether ``values`` lie inside every range of ``profile`` (a score of 1, alerts
-    aside)."""
-    return all(low <= values[name] <= high for name, low, high in criteria(profile))
+def meets(values: dict[str, float], profile: dict[str, Any], skip: tuple[str, ...] = ()) -> bool:
+    """Whether ``values`` lie inside every range of ``profile`` but those of ``skip`` (a
+    score of 1, alerts aside)."""
+    return all(
+        low <= values[name] <= high for name, low, high in criteria(profile) if name not in skip
+    )
 
 
 def between(low: float, high: float, digits: int) -> float | None:
@@ -140,18 +142,27 @@ def narrowed(profile: dict[str, Any], witness: str) -> dict[str, Any]:
     value and the witness's (the bound, of those that can, with the widest margin on both
     sides in units of :data:`~labtwin.tasks.chem_design.TOLERANCES`, rounded as the profile
     is); a molecule no rounded bound separates from the witness stays (isomers with the
-    same descriptors: theobromine and theophylline, methyl salicylate and methylparaben). Deterministic: no draws, so a seed's profile is a function of its draws alone."""
+    same descriptors: theobromine and theophylline, methyl salicylate and methylparaben).
+    Deterministic: no draws, so a seed's profile is a function of its draws alone. A gap
+    window's xTB values are measured only for the molecules that meet the rest of the
+    profile (a few, not the library)."""
     profile = dict(profile)
-    table = library_values("xtb" if profile["gap_required"] else "descriptors")
+    table = library_descriptors()
     reference = _mol(profile["reference_smiles"])
+    gap = bool(profile["gap_required"])
 
-    def values_of(smiles: str) -> dict[str, float]:
-        return {**table[smiles], "tanimoto_to_reference": tanimoto(_mol(smiles), reference)}
+    def values_of(smiles: str, with_gap: bool) -> dict[str, float]:
+        values = {**table[smiles], "tanimoto_to_reference": tanimoto(_mol(smiles), reference)}
+        if with_gap:
+            values["xtb_gap"] = witness_values(smiles, "xtb")["xtb_gap"]
+        return values
 
-    mine = values_of(witness)
-    others = [values_of(s) for s in LIBRARY_SMILES if s != witness]
+    mine = values_of(witness, gap)
     kept = {name for name, _, _ in criteria(profile)}
-    for rival in others:
+    for smiles in LIBRARY_SMILES:
+        if smiles == witness or not meets(values_of(smiles, False), profile, skip=("xtb_gap",)):
+            continue
+        rival = values_of(smiles, gap)
         if not meets(rival, profile):
             continue
         best: tuple[float, str, float] | None = None
