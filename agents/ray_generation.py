@@ -195,7 +195,7 @@ class RayGenerator:
                 try:
                     if ref is None:
                         ref, sent = call(self._new_engine(k)), time.monotonic()
-                    results.append(ray.get(ref, timeout=self._time_left(sent)))
+                    results.append(ray.get(ref, timeout=self._time_left(sent, self.timeout_s)))
                     break
                 except (RayActorError, GetTimeoutError, _NotUp) as err:
                     if isinstance(err, _NotUp):
@@ -215,27 +215,27 @@ class RayGenerator:
                     ref = None
         return results
 
-    def _time_left(self, sent: float) -> float | None:
-        """Seconds a call sent at ``sent`` may still take (None: no deadline)."""
-        if self.timeout_s is None:
+    @staticmethod
+    def _time_left(since: float, limit_s: float | None) -> float | None:
+        """Seconds left of ``limit_s`` counted from ``since`` (None: no deadline)."""
+        if limit_s is None:
             return None
-        return max(0.0, sent + self.timeout_s - time.monotonic())
+        return max(0.0, since + limit_s - time.monotonic())
 
     def _new_engine(self, k: int) -> Any:
         """A new engine in place of engine ``k``, built as the others were and loaded with
         the last synced weights, within ``startup_timeout_s`` (else :class:`_NotUp`)."""
         engine = self.engines[k] = self._actor.remote(self._parts, self._cfg)
         started = time.monotonic()
-
-        def time_left() -> float | None:
-            if self.startup_timeout_s is None:
-                return None
-            return max(0.0, started + self.startup_timeout_s - time.monotonic())
-
         try:
-            self.info[k] = ray.get(engine.ready.remote(), timeout=time_left())
+            self.info[k] = ray.get(
+                engine.ready.remote(), timeout=self._time_left(started, self.startup_timeout_s)
+            )
             if self._weights is not None:
-                ray.get(engine.load_weights.remote(self._weights), timeout=time_left())
+                ray.get(
+                    engine.load_weights.remote(self._weights),
+                    timeout=self._time_left(started, self.startup_timeout_s),
+                )
         except GetTimeoutError:
             raise _NotUp(
                 f"the new generation engine was not up within {self.startup_timeout_s:g} s"

@@ -27,9 +27,10 @@ mirror pair, unassigned centres assigned first (ibuprofen, nicotine and proprano
 see MoleculeDesign), so its profiles and 3D readings differ from v1's. In v2 a profile was
 met by 2.1 library molecules on average (up to 9), so the 12 picks that meet the most
 profiles met 73 of 100 and 12 random picks 49; v3's narrowed profiles are met by 1.1 (two
-pairs of isomers share their descriptors), and those figures are 57 and 34 (campaigns 150-299, the picks chosen on 0-149):
-what is left of the blind advantage is that a similarity campaign's molecule is one of the
-reference's 2 to 4 analogues, which the reference, a public condition, names.
+pairs of isomers share their descriptors), and those figures are 57 and 34 (campaigns
+150-299, the picks chosen on 0-149): what is left of the blind advantage is that a
+similarity campaign's molecule is one of the reference's 2 to 4 analogues, which the
+reference, a public condition, names.
 
 Why a lab of its own rather than a view of MoleculeDesign: a numeric view changes that
 lab's default action space (a ``Box`` instead of JSON text) and adds action columns to its
@@ -151,19 +152,23 @@ def narrowed(profile: dict[str, Any], witness: str) -> dict[str, Any]:
     reference = _mol(profile["reference_smiles"])
     gap = bool(profile["gap_required"])
 
-    def values_of(smiles: str, with_gap: bool) -> dict[str, float]:
-        values = {**table[smiles], "tanimoto_to_reference": tanimoto(_mol(smiles), reference)}
-        if with_gap:
+    def values_of(smiles: str) -> dict[str, float]:
+        return {**table[smiles], "tanimoto_to_reference": tanimoto(_mol(smiles), reference)}
+
+    def add_gap(values: dict[str, float], smiles: str) -> dict[str, float]:
+        if gap:
             values["xtb_gap"] = witness_values(smiles, "xtb")["xtb_gap"]
         return values
 
-    mine = values_of(witness, gap)
+    mine = add_gap(values_of(witness), witness)
     kept = {name for name, _, _ in criteria(profile)}
     for smiles in LIBRARY_SMILES:
-        if smiles == witness or not meets(values_of(smiles, False), profile, skip=("xtb_gap",)):
+        if smiles == witness:
             continue
-        rival = values_of(smiles, gap)
-        if not meets(rival, profile):
+        rival = values_of(smiles)
+        if not meets(rival, profile, skip=("xtb_gap",)) or not meets(
+            add_gap(rival, smiles), profile
+        ):
             continue
         best: tuple[float, str, float] | None = None
         for name, low_key, high_key, digits in NARROWABLE:

@@ -440,10 +440,8 @@ class MoleculePool:
         the batch to up to ``n_workers`` workers, and their replies into ``outcomes``
         until each has found the queue empty or is lost. Returns the reason the last lost
         worker was lost ("" if none was)."""
-        reader, writer = self._tickets or (None, None)
-        if reader is None:
-            self._ticket_reader()
-            reader, writer = self._tickets  # type: ignore[misc]
+        reader = self._ticket_reader()
+        writer = self._tickets[1]  # type: ignore[index]
         _drain(reader)  # tickets an interrupted batch left behind
         tickets = memoryview(b"".join(p.to_bytes(_TICKET, "little") for p in range(len(batch))))
         while tickets:  # all of them before any worker reads (a write may be partial)

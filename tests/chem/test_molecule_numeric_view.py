@@ -151,14 +151,9 @@ def test_profiles_are_built_around_any_library_molecule_that_meets_them(lab) -> 
             assert tanimoto(Chem.MolFromSmiles(witness), reference) >= SIMILAR_MIN
             analogues.setdefault(conditions["reference"], set()).add(witness)
         every = [{"smiles": s, "kind": "xtb"} for s in LIBRARY_SMILES]
-        scores = dict(
-            zip(
-                LIBRARY_SMILES,
-                (lab.score(m, conditions) for m in lab.measure(every, conditions=conditions)),
-            )
-        )
+        values = dict(zip(LIBRARY_SMILES, lab.measure(every, conditions=conditions)))
+        scores = {s: lab.score(m, conditions) for s, m in values.items()}
         assert scores[witness] == 1.0, (seed, conditions)
-        values = {s: m for s, m in zip(LIBRARY_SMILES, lab.measure(every, conditions=conditions))}
         for other in (s for s, score in scores.items() if score >= 1.0 and s != witness):
             apart = [
                 separable(values[other][c], values[witness][c], step)
